@@ -1,0 +1,5 @@
+"""`python -m deckyard` runs the CLI."""
+
+from deckyard.cli import main
+
+main()

@@ -1,0 +1,1 @@
+"""The HTTP API: a thin shell over the packages."""

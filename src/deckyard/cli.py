@@ -1,0 +1,119 @@
+"""The `deckyard` command line: a thin shell over the packages."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+
+from deckyard.config import Settings, SettingsError
+
+app = typer.Typer(
+    name="deckyard",
+    help="Check, render and publish web-presentation decks as durable jobs.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def fail(lines: list[str] | str, code: int = 2) -> NoReturn:
+    """Print one readable line per problem to stderr and exit with `code`."""
+    for line in [lines] if isinstance(lines, str) else lines:
+        err.print(f"deckyard: {line}", markup=False)
+    raise typer.Exit(code)
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Settings from the environment plus command-line overrides; exit 2 when invalid."""
+    given = {k: v for k, v in overrides.items() if v is not None}
+    try:
+        return Settings.load(**given)
+    except SettingsError as exc:
+        fail(exc.problems)
+
+
+@app.command()
+def serve(
+    host: Annotated[str | None, typer.Option(help="Address to listen on.")] = None,
+    port: Annotated[int | None, typer.Option(help="Port to listen on.")] = None,
+    workers: Annotated[
+        int | None, typer.Option(help="HTTP worker processes (PostgreSQL only).")
+    ] = None,
+    database_url: Annotated[str | None, typer.Option("--database", help="Database URL.")] = None,
+    no_background_loops: Annotated[
+        bool, typer.Option("--no-background-loops", help="Serve reads but run no loop.")
+    ] = False,
+    no_migrate: Annotated[
+        bool, typer.Option("--no-migrate", help="Do not apply migrations at start.")
+    ] = False,
+) -> None:
+    """Run the API server (and, in Lite, its background loops)."""
+    from deckyard.server import run_server
+
+    settings = load_settings(
+        host=host,
+        port=port,
+        workers=workers,
+        database_url=database_url,
+        background_loops=False if no_background_loops else None,
+        migrate_on_start=False if no_migrate else None,
+    )
+    run_server(settings)
+
+
+@app.command()
+def migrate(
+    database_url: Annotated[str | None, typer.Option("--database", help="Database URL.")] = None,
+    revision: Annotated[str, typer.Option(help="Target revision.")] = "head",
+    downgrade: Annotated[bool, typer.Option(help="Downgrade to the revision instead.")] = False,
+) -> None:
+    """Apply (or undo) database migrations."""
+    from deckyard.db.lite import LiteLockError, lite_lock
+    from deckyard.db.migrate import downgrade_to, upgrade_to
+
+    settings = load_settings(database_url=database_url)
+    url = settings.resolved_database_url
+    try:
+        with lite_lock(url, role="migrate"):
+            if downgrade:
+                asyncio.run(downgrade_to(url, revision))
+            else:
+                asyncio.run(upgrade_to(url, revision))
+    except LiteLockError as exc:
+        fail(str(exc))
+    err.print(f"database at {revision}" if not downgrade else f"downgraded to {revision}")
+
+
+@app.command()
+def renderer(
+    host: Annotated[str | None, typer.Option(help="Address to listen on.")] = None,
+    port: Annotated[int | None, typer.Option(help="Port to listen on (0: pick one).")] = None,
+    slots: Annotated[int | None, typer.Option(help="Concurrent renders.")] = None,
+) -> None:
+    """Run a renderer process: a Chromium pool behind a signed HTTP control API."""
+    from deckyard.render.worker.main import run_renderer
+
+    settings = load_settings(renderer_host=host, renderer_port=port, renderer_slots=slots)
+    run_renderer(settings)
+
+
+@app.command()
+def doctor() -> None:
+    """Check Chromium, fonts, the database and renderers, and say what to do about each."""
+    from deckyard.doctor import run_doctor
+
+    settings = load_settings()
+    raise typer.Exit(run_doctor(settings))
+
+
+def main() -> None:
+    """Console-script entry point."""
+    try:
+        app()
+    except KeyboardInterrupt:
+        sys.exit(130)

@@ -1,0 +1,247 @@
+"""Settings: every cadence, lease, limit and retention Deckyard uses, in one place.
+
+Values come from (highest first) explicit arguments, `DECKYARD_*` environment variables, an
+optional `deckyard.toml` (path in `DECKYARD_CONFIG_FILE`, else `./deckyard.toml` when present),
+and the defaults below. `Settings.load()` validates everything at startup; a bad value raises
+`SettingsError`, whose lines name the environment variable to fix.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Self
+
+from pydantic import Field, ValidationError, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+ENV_PREFIX = "DECKYARD_"
+
+PositiveSeconds = float
+
+
+class SettingsError(Exception):
+    """Raised when settings fail validation; `problems` holds one readable line per problem."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = problems
+
+
+def _env_name(field: str) -> str:
+    return f"{ENV_PREFIX}{field.upper()}"
+
+
+class Settings(BaseSettings):
+    """All of Deckyard's configuration. Field `x` is read from `DECKYARD_X`."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        extra="ignore",
+        validate_default=True,
+    )
+
+    # --- storage ---------------------------------------------------------------------------
+    data_dir: Path = Field(Path("./deckyard-data"), description="Where Lite keeps its files.")
+    database_url: str | None = Field(
+        None, description="SQLAlchemy URL; default: a SQLite file in data_dir."
+    )
+    sqlite_busy_timeout_seconds: float = Field(5.0, gt=0)
+    db_pool_size: int = Field(10, ge=1, le=200)
+    db_connect_timeout_seconds: float = Field(10.0, gt=0)
+    migrate_on_start: bool = True
+    write_retry_attempts: int = Field(8, ge=1, le=100)
+    write_retry_base_delay_seconds: float = Field(0.01, gt=0)
+    write_retry_max_delay_seconds: float = Field(0.5, gt=0)
+    notify_reconnect_delay_seconds: float = Field(1.0, gt=0)
+    notify_reconnect_max_delay_seconds: float = Field(30.0, gt=0)
+    instrument_sql: bool = False
+
+    # --- server ----------------------------------------------------------------------------
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=0, le=65535)
+    workers: int = Field(1, ge=1, le=64)
+    background_loops: bool = True
+
+    # --- job runtime -----------------------------------------------------------------------
+    job_poll_interval_seconds: float = Field(0.25, gt=0)
+    job_idle_poll_ceiling_seconds: float = Field(5.0, gt=0)
+    job_lease_seconds: float = Field(30.0, gt=0)
+    job_heartbeat_interval_seconds: float = Field(5.0, gt=0)
+    job_default_max_attempts: int = Field(3, ge=1, le=1000)
+    job_retry_base_delay_seconds: float = Field(1.0, gt=0)
+    job_retry_max_delay_seconds: float = Field(300.0, gt=0)
+    job_retry_jitter: float = Field(0.2, ge=0, le=1)
+    job_concurrency: int = Field(10, ge=1, le=1000)
+    job_stop_grace_seconds: float = Field(10.0, ge=0)
+    job_recovery_backoff_seconds: float = Field(1.0, ge=0)
+    job_retention_seconds: float = Field(7 * 24 * 3600.0, gt=0)
+    job_prune_interval_seconds: float = Field(3600.0, gt=0)
+    job_prune_batch_size: int = Field(500, ge=1, le=100_000)
+    job_periodic_check_seconds: float = Field(1.0, gt=0)
+    loop_error_backoff_seconds: float = Field(1.0, gt=0)
+    loop_error_backoff_max_seconds: float = Field(30.0, gt=0)
+
+    # --- renderer process ------------------------------------------------------------------
+    chromium_path: Path | None = None
+    renderer_host: str = "127.0.0.1"
+    renderer_port: int = Field(9000, ge=0, le=65535)
+    renderer_slots: int = Field(2, ge=1, le=64)
+    renderer_secret: str | None = Field(None, min_length=16)
+    renderer_signature_skew_seconds: float = Field(300.0, gt=0)
+    renderer_artifact_ttl_seconds: float = Field(600.0, gt=0)
+    renderer_sweep_interval_seconds: float = Field(30.0, gt=0)
+    renderer_recycle_after_renders: int = Field(200, ge=1)
+    renderer_probe_interval_seconds: float = Field(10.0, gt=0)
+    renderer_probe_timeout_seconds: float = Field(5.0, gt=0)
+    renderer_default_timeout_seconds: float = Field(30.0, gt=0)
+    renderer_max_timeout_seconds: float = Field(300.0, gt=0)
+    renderer_max_dimension: int = Field(8192, ge=16)
+    renderer_max_pixels: int = Field(8192 * 8192, ge=256)
+    renderer_max_scale: float = Field(4.0, gt=0)
+    renderer_max_document_bytes: int = Field(50 * 1024 * 1024, ge=1024)
+    renderer_url_allow_hosts: list[str] = Field(default_factory=list)
+    renderer_tmp_dir: Path | None = None
+    renderer_worker_id: str | None = Field(None, min_length=1, max_length=200)
+    renderer_launch_timeout_seconds: float = Field(30.0, gt=0)
+    renderer_cleanup_timeout_seconds: float = Field(0.5, gt=0)
+    renderer_cancel_wait_seconds: float = Field(1.0, gt=0)
+    renderer_retry_after_seconds: float = Field(1.0, ge=0)
+    renderer_dns_timeout_seconds: float = Field(5.0, gt=0)
+    renderer_reap_interval_seconds: float = Field(1.0, gt=0)
+    renderer_watchdog_grace_seconds: float = Field(5.0, gt=0)
+    renderer_diagnostics_max_items: int = Field(50, ge=1, le=10_000)
+    renderer_diagnostics_max_chars: int = Field(500, ge=16, le=100_000)
+    renderer_overflow_scan_limit: int = Field(2000, ge=0, le=1_000_000)
+    renderer_max_batch_ids: int = Field(200, ge=1, le=10_000)
+
+    # --- render control plane --------------------------------------------------------------
+    renderer_urls: list[str] = Field(default_factory=list)
+    renderers: int = Field(1, ge=0, le=16)
+    render_lease_seconds: float = Field(15.0, gt=0)
+    render_receipt_poll_seconds: float = Field(0.5, gt=0)
+    render_unknown_reconcile_after_seconds: float = Field(5.0, gt=0)
+    render_attempt_timeout_seconds: float = Field(60.0, gt=0)
+    render_request_deadline_seconds: float = Field(180.0, gt=0)
+    render_max_attempts: int = Field(3, ge=1, le=100)
+    render_retry_after_seconds: float = Field(1.0, ge=0)
+    render_global_cap: int = Field(16, ge=1)
+    render_workspace_cap: int = Field(4, ge=1)
+    render_queue_limit: int = Field(1000, ge=1)
+    render_workspace_queue_limit: int = Field(200, ge=1)
+    render_restart_backoff_seconds: float = Field(1.0, gt=0)
+    render_restart_backoff_max_seconds: float = Field(30.0, gt=0)
+    artifact_store_url: str | None = None
+
+    # --- tasks and reconciliation ----------------------------------------------------------
+    reconciliation_interval_seconds: float = Field(300.0, gt=0)
+    reconciliation_enabled: bool = True
+    reconciliation_thresholds_seconds: dict[str, float] = Field(
+        default_factory=lambda: {"running": 1800.0, "pending": 1800.0}
+    )
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        toml_path = os.environ.get(f"{ENV_PREFIX}CONFIG_FILE", "deckyard.toml")
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        if Path(toml_path).is_file():
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=toml_path))
+        return tuple(sources)
+
+    @model_validator(mode="after")
+    def _check_relations(self) -> Self:
+        problems: list[str] = []
+
+        def need(ok: bool, field: str, message: str) -> None:
+            if not ok:
+                problems.append(f"{_env_name(field)}: {message}")
+
+        need(
+            self.job_lease_seconds >= 3 * self.job_heartbeat_interval_seconds,
+            "job_lease_seconds",
+            f"must be at least 3 x DECKYARD_JOB_HEARTBEAT_INTERVAL_SECONDS "
+            f"({self.job_lease_seconds} < 3 x {self.job_heartbeat_interval_seconds})",
+        )
+        need(
+            self.job_idle_poll_ceiling_seconds >= self.job_poll_interval_seconds,
+            "job_idle_poll_ceiling_seconds",
+            "must be at least DECKYARD_JOB_POLL_INTERVAL_SECONDS",
+        )
+        need(
+            self.job_retry_max_delay_seconds >= self.job_retry_base_delay_seconds,
+            "job_retry_max_delay_seconds",
+            "must be at least DECKYARD_JOB_RETRY_BASE_DELAY_SECONDS",
+        )
+        need(
+            self.write_retry_max_delay_seconds >= self.write_retry_base_delay_seconds,
+            "write_retry_max_delay_seconds",
+            "must be at least DECKYARD_WRITE_RETRY_BASE_DELAY_SECONDS",
+        )
+        need(
+            self.render_lease_seconds >= 3 * self.render_receipt_poll_seconds,
+            "render_lease_seconds",
+            "must be at least 3 x DECKYARD_RENDER_RECEIPT_POLL_SECONDS",
+        )
+        need(
+            self.render_workspace_cap <= self.render_global_cap,
+            "render_workspace_cap",
+            "must not exceed DECKYARD_RENDER_GLOBAL_CAP",
+        )
+        need(
+            self.renderer_default_timeout_seconds <= self.renderer_max_timeout_seconds,
+            "renderer_default_timeout_seconds",
+            "must not exceed DECKYARD_RENDERER_MAX_TIMEOUT_SECONDS",
+        )
+        for status, seconds in self.reconciliation_thresholds_seconds.items():
+            need(seconds > 0, "reconciliation_thresholds_seconds", f"{status!r} must be > 0")
+        if self.database_url is not None:
+            need(
+                self.database_url.split(":", 1)[0].split("+", 1)[0]
+                in ("sqlite", "postgresql", "postgres"),
+                "database_url",
+                "must start with sqlite:// or postgresql://",
+            )
+        if problems:
+            raise ValueError("\n".join(problems))
+        return self
+
+    @property
+    def resolved_database_url(self) -> str:
+        """The database URL, defaulting to a SQLite file inside `data_dir`."""
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{(self.data_dir / 'deckyard.db').resolve()}"
+
+    @classmethod
+    def load(cls, **overrides: Any) -> Settings:
+        """Build and validate settings, turning pydantic's errors into readable lines."""
+        try:
+            return cls(**overrides)
+        except ValidationError as exc:
+            raise SettingsError(_readable(exc)) from None
+
+
+def _readable(exc: ValidationError) -> list[str]:
+    lines: list[str] = []
+    for err in exc.errors():
+        loc = [str(part) for part in err["loc"] if part != "__root__"]
+        message = str(err["msg"]).removeprefix("Value error, ")
+        if not loc:
+            lines.extend(message.splitlines())
+            continue
+        got = err.get("input")
+        shown = f" (got {got!r})" if got is not None and not isinstance(got, dict) else ""
+        lines.append(f"{_env_name(loc[0])}: {message}{shown}")
+    return lines

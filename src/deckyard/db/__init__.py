@@ -1,0 +1,28 @@
+"""The persistence seam: the only package that knows which database it talks to."""
+
+from deckyard.db.engine import Database, normalize_url, sqlite_file
+from deckyard.db.errors import is_connection_error, is_transient_write_conflict, is_unique_violation
+from deckyard.db.instrument import StatementCounter, current_loop
+from deckyard.db.notify import Subscription, WakeupBus
+from deckyard.db.retry import WriteRetryPolicy, run_with_write_retry
+from deckyard.db.schema import metadata, partial_index
+from deckyard.db.types import JSONPayload, UTCDateTime
+
+__all__ = [
+    "Database",
+    "JSONPayload",
+    "StatementCounter",
+    "Subscription",
+    "UTCDateTime",
+    "WakeupBus",
+    "WriteRetryPolicy",
+    "current_loop",
+    "is_connection_error",
+    "is_transient_write_conflict",
+    "is_unique_violation",
+    "metadata",
+    "normalize_url",
+    "partial_index",
+    "run_with_write_retry",
+    "sqlite_file",
+]

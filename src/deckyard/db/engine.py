@@ -1,0 +1,299 @@
+"""Engines, transactions and the admission lock: every dialect difference of connecting lives here.
+
+SQLite notes, since they explain most of this module:
+
+- Python's sqlite3 module begins transactions lazily and as DEFERRED, so a transaction that reads
+  then writes must upgrade its lock mid-way, which is where `database is locked` comes from under
+  contention. We turn the driver's own transaction handling off and emit `BEGIN` ourselves:
+  `BEGIN IMMEDIATE` for write transactions (the writer lock is taken up front, and `busy_timeout`
+  queues us fairly) and a plain `BEGIN` for reads.
+- Within one process, writers also queue on an `asyncio.Lock` before asking SQLite, so they wait
+  on the event loop instead of in SQLite's busy handler. A SQLite file belongs to one process
+  (see `deckyard.db.lite`), so this lock is the writer lock in practice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import event, select, text
+from sqlalchemy.engine import URL, Connection, make_url
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.pool import StaticPool
+
+from deckyard.db.instrument import StatementCounter
+from deckyard.db.notify import PgListener, WakeupBus
+from deckyard.db.schema import scheduler_lock
+
+if TYPE_CHECKING:
+    from deckyard.config import Settings
+
+log = logging.getLogger(__name__)
+
+NOTIFY_CHANNEL = "deckyard"
+_WRITE_OPTION = "deckyard_write"
+
+
+def normalize_url(url: str | URL) -> URL:
+    """Pick our async driver for a plain `sqlite://` or `postgresql://` URL."""
+    u = make_url(url)
+    backend = u.get_backend_name()
+    if backend == "sqlite":
+        return u.set(drivername="sqlite+aiosqlite")
+    if backend in ("postgresql", "postgres"):
+        return u.set(drivername="postgresql+psycopg")
+    raise ValueError(f"unsupported database URL {u.render_as_string()!r}")
+
+
+def sqlite_file(url: str | URL) -> Path | None:
+    """The file behind a SQLite URL, or None for PostgreSQL and in-memory databases."""
+    u = make_url(url)
+    if u.get_backend_name() != "sqlite":
+        return None
+    name = u.database or ""
+    if name in ("", ":memory:") or u.query.get("mode") == "memory":
+        return None
+    return Path(name).resolve()
+
+
+@dataclass
+class DbStats:
+    """Counters the db layer keeps whether or not statement instrumentation is on."""
+
+    write_conflicts: int = 0
+    locked_errors: int = 0
+
+
+class Database:
+    """One database: its engine, its wakeup bus, and the transaction helpers.
+
+    Capability questions (`supports_listen_notify`, `is_single_process`) are answered here so
+    nothing outside `deckyard.db` ever asks which database it is talking to.
+    """
+
+    def __init__(
+        self,
+        url: str | URL,
+        *,
+        busy_timeout_seconds: float = 5.0,
+        pool_size: int = 10,
+        connect_timeout_seconds: float = 10.0,
+        instrument: bool = False,
+        notify_reconnect_delay: float = 1.0,
+        notify_reconnect_max_delay: float = 30.0,
+    ) -> None:
+        self.url = normalize_url(url)
+        self._sqlite = self.url.get_backend_name() == "sqlite"
+        self.file = sqlite_file(self.url)
+        self.bus = WakeupBus()
+        self.stats = DbStats()
+        self.counter: StatementCounter | None = StatementCounter() if instrument else None
+        self._writer_lock = asyncio.Lock()
+        self._listener: PgListener | None = None
+        self._notify_delays = (notify_reconnect_delay, notify_reconnect_max_delay)
+        self.engine: AsyncEngine = self._make_engine(
+            busy_timeout_seconds, pool_size, connect_timeout_seconds
+        )
+        if self.counter is not None:
+            self.counter.attach(self.engine.sync_engine)
+
+    @classmethod
+    def from_settings(cls, settings: Settings, *, url: str | None = None) -> Database:
+        """A database configured from settings."""
+        return cls(
+            url or settings.resolved_database_url,
+            busy_timeout_seconds=settings.sqlite_busy_timeout_seconds,
+            pool_size=settings.db_pool_size,
+            connect_timeout_seconds=settings.db_connect_timeout_seconds,
+            instrument=settings.instrument_sql,
+            notify_reconnect_delay=settings.notify_reconnect_delay_seconds,
+            notify_reconnect_max_delay=settings.notify_reconnect_max_delay_seconds,
+        )
+
+    # --- capabilities -------------------------------------------------------------------------
+
+    @property
+    def supports_listen_notify(self) -> bool:
+        """True when other processes can be woken through the database (PostgreSQL)."""
+        return not self._sqlite
+
+    @property
+    def is_single_process(self) -> bool:
+        """True when only one process may use this database (a SQLite file)."""
+        return self._sqlite
+
+    @property
+    def display_name(self) -> str:
+        """The URL without its password, for logs and readiness."""
+        return self.url.render_as_string(hide_password=True)
+
+    # --- engine -------------------------------------------------------------------------------
+
+    def _make_engine(
+        self, busy_timeout: float, pool_size: int, connect_timeout: float
+    ) -> AsyncEngine:
+        if not self._sqlite:
+            return create_async_engine(
+                self.url,
+                pool_size=pool_size,
+                max_overflow=pool_size,
+                pool_pre_ping=False,
+                connect_args={"connect_timeout": max(1, int(connect_timeout))},
+            )
+        if self.file is not None:
+            self.file.parent.mkdir(parents=True, exist_ok=True)
+            engine = create_async_engine(self.url, pool_size=pool_size, max_overflow=0)
+        else:
+            engine = create_async_engine(self.url, poolclass=StaticPool)
+        is_file = self.file is not None
+        busy_ms = int(busy_timeout * 1000)
+
+        @event.listens_for(engine.sync_engine, "connect")
+        def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+            dbapi_conn.isolation_level = None  # we emit BEGIN ourselves, see module docstring
+            cur = dbapi_conn.cursor()
+            if is_file:
+                cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute(f"PRAGMA busy_timeout={busy_ms}")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.close()
+
+        @event.listens_for(engine.sync_engine, "begin")
+        def _on_begin(conn: Connection) -> None:
+            opts = conn.get_execution_options()
+            if opts.get("isolation_level") == "AUTOCOMMIT":
+                return
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if opts.get(_WRITE_OPTION) else "BEGIN")
+
+        return engine
+
+    async def dispose(self) -> None:
+        """Stop listening and close every pooled connection."""
+        await self.stop_listening()
+        await self.engine.dispose()
+
+    # --- transactions -------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def write_transaction(self) -> AsyncIterator[AsyncConnection]:
+        """A transaction meant to write; commits on success, rolls back on error.
+
+        On SQLite it begins as `BEGIN IMMEDIATE` after queueing on the in-process writer lock.
+        In-process wakeups requested with `notify()` fire only after the commit.
+        """
+        if self.counter is not None:
+            self.counter.note_write_begin()
+        if self._sqlite:
+            async with self._writer_lock, self._write_conn() as conn:
+                yield conn
+        else:
+            async with self._write_conn() as conn:
+                yield conn
+
+    @asynccontextmanager
+    async def _write_conn(self) -> AsyncIterator[AsyncConnection]:
+        async with self.engine.connect() as conn:
+            await conn.execution_options(**{_WRITE_OPTION: True})
+            conn.info.pop("dy_wake", None)
+            async with conn.begin():
+                yield conn
+                await self._send_notifies(conn)
+            wake: set[str] = conn.info.pop("dy_wake", set())
+        for channel in wake:
+            self.bus.wake(channel)
+
+    @asynccontextmanager
+    async def read_transaction(self) -> AsyncIterator[AsyncConnection]:
+        """A read-only transaction giving one consistent snapshot.
+
+        Leave it before awaiting anything on the network: an open transaction pins a snapshot
+        (and on SQLite holds back WAL checkpoints).
+        """
+        async with self.engine.connect() as conn, conn.begin():
+            yield conn
+
+    @asynccontextmanager
+    async def read_connection(self) -> AsyncIterator[AsyncConnection]:
+        """A connection in autocommit mode for single-statement reads: one round trip each."""
+        async with self.engine.connect() as conn:
+            await conn.execution_options(isolation_level="AUTOCOMMIT")
+            yield conn
+
+    def notify(self, conn: AsyncConnection, channel: str) -> None:
+        """Wake `channel`'s subscribers when the current write transaction commits.
+
+        Local subscribers are woken right after the commit; on PostgreSQL a NOTIFY is sent just
+        before it, so other processes are woken by the same commit (and never by a rollback).
+        """
+        wake: set[str] = conn.info.setdefault("dy_wake", set())
+        wake.add(channel)
+
+    async def _send_notifies(self, conn: AsyncConnection) -> None:
+        if self._sqlite:
+            return
+        for channel in sorted(conn.info.get("dy_wake", ())):
+            await conn.execute(
+                text("SELECT pg_notify(:c, :p)"), {"c": NOTIFY_CHANNEL, "p": channel}
+            )
+
+    async def acquire_admission_lock(self, conn: AsyncConnection) -> None:
+        """Serialise admission decisions across every process that shares this database.
+
+        PostgreSQL: `SELECT ... FOR UPDATE` on the singleton `scheduler_lock` row, held until the
+        transaction ends. SQLite: the write transaction's `BEGIN IMMEDIATE` already holds the
+        database's only writer lock, so there is nothing more to take; that is the point.
+        Must be called inside `write_transaction()`.
+        """
+        if not conn.sync_connection or not conn.sync_connection.get_execution_options().get(
+            _WRITE_OPTION
+        ):
+            raise RuntimeError("acquire_admission_lock needs a write_transaction()")
+        if self._sqlite:
+            return
+        stmt = select(scheduler_lock.c.id).where(scheduler_lock.c.id == 1).with_for_update()
+        if (await conn.execute(stmt)).first() is None:
+            raise RuntimeError("scheduler_lock row is missing: run `deckyard migrate`")
+
+    async def check_writable(self) -> None:
+        """Raise unless this process could write now; writes nothing itself."""
+        if self._sqlite:
+            if self.file is not None and self.file.exists() and not os.access(self.file, os.W_OK):
+                raise PermissionError(f"{self.file} is not writable")
+            async with self.engine.connect() as conn:
+                await conn.execution_options(**{_WRITE_OPTION: True})
+                async with conn.begin() as tx:
+                    await conn.execute(text("SELECT 1"))
+                    await tx.rollback()
+            return
+        async with self.read_connection() as conn:
+            row = (
+                await conn.execute(
+                    text("SELECT pg_is_in_recovery(), current_setting('transaction_read_only')")
+                )
+            ).one()
+        if row[0] or row[1] == "on":
+            raise PermissionError("PostgreSQL is read-only (in recovery or read-only mode)")
+
+    # --- cross-process wakeups ----------------------------------------------------------------
+
+    async def start_listening(self) -> None:
+        """Receive other processes' NOTIFYs on a dedicated connection (PostgreSQL only)."""
+        if self._sqlite or self._listener is not None:
+            return
+        conninfo = self.url.set(drivername="postgresql").render_as_string(hide_password=False)
+        self._listener = PgListener(conninfo, NOTIFY_CHANNEL, self.bus, *self._notify_delays)
+        await self._listener.start()
+
+    async def stop_listening(self) -> None:
+        """Close the LISTEN connection."""
+        if self._listener is not None:
+            await self._listener.stop()
+            self._listener = None

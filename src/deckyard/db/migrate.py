@@ -1,0 +1,67 @@
+"""Applying Alembic migrations shipped inside the package."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Connection
+from sqlalchemy.engine import URL
+
+from deckyard.db.engine import Database
+
+MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
+
+
+def alembic_config(connection: Connection | None = None) -> Config:
+    """An Alembic config pointing at the packaged migrations, optionally bound to a connection."""
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    if connection is not None:
+        cfg.attributes["connection"] = connection
+    return cfg
+
+
+async def _run(url: str | URL, fn: str, revision: str) -> None:
+    db = Database(url)
+    try:
+        async with db.engine.connect() as conn:
+            await conn.run_sync(lambda c: getattr(command, fn)(alembic_config(c), revision))
+            await conn.commit()
+    finally:
+        await db.dispose()
+
+
+async def upgrade_to(url: str | URL, revision: str = "head") -> None:
+    """Upgrade the database at `url` to `revision`."""
+    await _run(url, "upgrade", revision)
+
+
+async def downgrade_to(url: str | URL, revision: str = "base") -> None:
+    """Downgrade the database at `url` to `revision`."""
+    await _run(url, "downgrade", revision)
+
+
+async def upgrade(db: Database, revision: str = "head") -> None:
+    """Upgrade an open database to `revision`."""
+    async with db.engine.connect() as conn:
+        await conn.run_sync(lambda c: command.upgrade(alembic_config(c), revision))
+        await conn.commit()
+
+
+def head_revision() -> str:
+    """The newest revision shipped with this package."""
+    from alembic.script import ScriptDirectory
+
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    assert head is not None
+    return head
+
+
+async def current_revision(db: Database) -> str | None:
+    """The revision the database is at, or None when it was never migrated."""
+    from alembic.runtime.migration import MigrationContext
+
+    async with db.engine.connect() as conn:
+        return await conn.run_sync(lambda c: MigrationContext.configure(c).get_current_revision())

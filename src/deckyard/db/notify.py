@@ -1,0 +1,158 @@
+"""Wakeups: in-process always, and PostgreSQL LISTEN/NOTIFY across processes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import defaultdict
+
+import psycopg
+
+log = logging.getLogger(__name__)
+
+
+class Subscription:
+    """A subscriber's view of one channel: `wait()` returns once the channel was woken.
+
+    A wake that arrives while the subscriber is busy is kept, so none is lost between waits.
+    """
+
+    def __init__(self, bus: WakeupBus, channel: str) -> None:
+        self._bus = bus
+        self.channel = channel
+        self._event = asyncio.Event()
+
+    def _set(self) -> None:
+        self._event.set()
+
+    async def wait(self, timeout: float | None) -> bool:
+        """Wait up to `timeout` seconds for a wake; True when woken, False on timeout."""
+        if not self._event.is_set():
+            if timeout is not None and timeout <= 0:
+                return False
+            try:
+                async with asyncio.timeout(timeout):
+                    await self._event.wait()
+            except TimeoutError:
+                return False
+        self._event.clear()
+        return True
+
+    def pending(self) -> bool:
+        """True when a wake arrived that nobody has waited for yet."""
+        return self._event.is_set()
+
+    def close(self) -> None:
+        """Stop receiving wakes."""
+        self._bus._subs[self.channel].discard(self)
+
+
+class WakeupBus:
+    """Channels of wakeups within one process."""
+
+    def __init__(self) -> None:
+        self._subs: defaultdict[str, set[Subscription]] = defaultdict(set)
+
+    def subscribe(self, channel: str) -> Subscription:
+        """A new subscription to `channel`."""
+        sub = Subscription(self, channel)
+        self._subs[channel].add(sub)
+        return sub
+
+    def wake(self, channel: str) -> None:
+        """Wake every subscriber of `channel`."""
+        for sub in self._subs.get(channel, ()):
+            sub._set()
+
+    def wake_all(self) -> None:
+        """Wake every subscriber of every channel (after missing notifications, say)."""
+        for subs in self._subs.values():
+            for sub in subs:
+                sub._set()
+
+
+class PgListener:
+    """Forwards PostgreSQL NOTIFYs on one channel to the bus; reconnects after a drop.
+
+    Each notification's payload is the bus channel to wake. After a reconnect every channel is
+    woken, because notifications sent while we were away are gone.
+    """
+
+    def __init__(
+        self,
+        conninfo: str,
+        channel: str,
+        bus: WakeupBus,
+        reconnect_delay: float,
+        reconnect_max_delay: float,
+    ) -> None:
+        self._conninfo = conninfo
+        self._channel = channel
+        self._bus = bus
+        self._delay = reconnect_delay
+        self._max_delay = reconnect_max_delay
+        self._task: asyncio.Task[None] | None = None
+        self._conn: psycopg.AsyncConnection[object] | None = None
+        self.connected = asyncio.Event()
+        self.reconnects = 0
+
+    async def start(self) -> None:
+        """Connect and start forwarding; returns once the first LISTEN is in place."""
+        self._task = asyncio.create_task(self._run(), name="pg-listener")
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self._max_delay):
+                await self.connected.wait()
+
+    async def stop(self) -> None:
+        """Stop forwarding and close the connection."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        await self._close()
+
+    async def _close(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                await self._conn.close()
+            self._conn = None
+
+    def drop_connection_for_test(self) -> None:
+        """Break the LISTEN connection's socket, as a network failure would."""
+        if self._conn is not None:
+            import socket
+
+            sock = socket.socket(fileno=self._conn.pgconn.socket)
+            sock.shutdown(socket.SHUT_RDWR)
+            sock.detach()
+
+    async def _run(self) -> None:
+        delay = self._delay
+        first = True
+        while True:
+            try:
+                self._conn = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True)
+                await self._conn.execute(f'LISTEN "{self._channel}"')
+                if not first:
+                    log.warning("LISTEN connection restored; waking every loop to catch up")
+                    self._bus.wake_all()
+                first = False
+                delay = self._delay
+                self.connected.set()
+                async for note in self._conn.notifies():
+                    self._bus.wake(note.payload)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self.connected.clear()
+                self.reconnects += 1
+                log.warning(
+                    "LISTEN connection lost (%s); reconnecting in %.1fs",
+                    str(exc).strip() or type(exc).__name__,
+                    delay,
+                )
+                await self._close()
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, self._max_delay)

@@ -1,0 +1,1 @@
+"""Alembic migrations, one linear chain, shipped inside the package."""

@@ -1,0 +1,80 @@
+"""Shared fixtures: the `db` fixture runs every storage test on SQLite and on PostgreSQL."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from deckyard.db import Database
+from deckyard.db.migrate import upgrade
+
+PG_URL = os.environ.get("TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test")
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+_pg_problem: list[str | None] = []
+
+
+def pg_problem() -> str | None:
+    """Why PostgreSQL cannot be used for tests, or None when it can (checked once)."""
+    if not _pg_problem:
+        try:
+            with psycopg.connect(PG_URL, connect_timeout=3) as conn:
+                conn.execute("SELECT 1")
+            _pg_problem.append(None)
+        except Exception as exc:
+            _pg_problem.append(f"PostgreSQL at {PG_URL} unreachable: {exc}".splitlines()[0])
+    return _pg_problem[0]
+
+
+def require_pg() -> None:
+    """Skip (locally) or fail (in CI) when PostgreSQL is missing."""
+    problem = pg_problem()
+    if problem is None:
+        return
+    if IN_CI:
+        pytest.fail(f"{problem} (CI needs PostgreSQL; set TEST_DATABASE_URL)")
+    pytest.skip(problem)
+
+
+@pytest.fixture
+def pg_schema_url() -> Iterator[str]:
+    """A PostgreSQL URL whose search_path is a fresh schema, dropped afterwards."""
+    require_pg()
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    sep = "&" if "?" in PG_URL else "?"
+    try:
+        yield f"{PG_URL}{sep}options=-csearch_path%3D{schema}"
+    finally:
+        with psycopg.connect(PG_URL, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+def schema_of(url: str) -> str:
+    """The schema a `pg_schema_url` points at."""
+    return url.rsplit("%3D", 1)[1]
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """An empty database URL: a SQLite WAL file in tmp_path, or a fresh PostgreSQL schema."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'test.db'}"
+    else:
+        yield request.getfixturevalue("pg_schema_url")
+
+
+@pytest.fixture
+async def db(db_url: str) -> AsyncIterator[Database]:
+    """A migrated database on each dialect."""
+    database = Database(db_url, busy_timeout_seconds=10)
+    await upgrade(database)
+    try:
+        yield database
+    finally:
+        await database.dispose()

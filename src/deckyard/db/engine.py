@@ -23,7 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import event, select, text
+from sqlalchemy import Table, event, select, text
+from sqlalchemy.dialects import postgresql as pg_dialect
+from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.engine import URL, Connection, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import StaticPool
@@ -243,6 +245,18 @@ class Database:
             await conn.execute(
                 text("SELECT pg_notify(:c, :p)"), {"c": NOTIFY_CHANNEL, "p": channel}
             )
+
+    def insert_ignoring_conflicts(
+        self, table: Table, *, index_elements: list[str], index_where: Any = None
+    ) -> Any:
+        """An INSERT that does nothing when it would violate the named (partial) unique index.
+
+        Add `.values(...)` and usually `.returning(...)`: no returned row means a conflict.
+        """
+        module = sqlite_dialect if self._sqlite else pg_dialect
+        return module.insert(table).on_conflict_do_nothing(
+            index_elements=index_elements, index_where=index_where
+        )
 
     async def acquire_admission_lock(self, conn: AsyncConnection) -> None:
         """Serialise admission decisions across every process that shares this database.

@@ -1,0 +1,77 @@
+"""What a handler receives: the job, its cancel signal, its deadline, and `emit`."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from deckyard.clock import Clock
+from deckyard.jobs.models import Job
+
+if TYPE_CHECKING:
+    from deckyard.jobs.runtime import Runtime
+
+OnSuccess = Callable[[AsyncConnection], Awaitable[Any]]
+
+
+@dataclass
+class JobContext:
+    """A handler's view of its job attempt."""
+
+    job: Job
+    runtime: Runtime
+    clock: Clock
+    cancelled: asyncio.Event = field(default_factory=asyncio.Event)
+    on_success_hooks: list[OnSuccess] = field(default_factory=list)
+
+    @property
+    def id(self) -> int:
+        """The job id."""
+        return self.job.id
+
+    @property
+    def attempt(self) -> int:
+        """Which execution this is, from 1."""
+        return self.job.attempt
+
+    @property
+    def payload(self) -> Any:
+        """The job's payload."""
+        return self.job.payload
+
+    @property
+    def deadline_at(self) -> datetime | None:
+        """When the whole job must be over, across attempts."""
+        return self.job.deadline_at
+
+    def remaining(self) -> float | None:
+        """Seconds left before the job's deadline, or None without one."""
+        if self.job.deadline_at is None:
+            return None
+        return (self.job.deadline_at - self.clock.now()).total_seconds()
+
+    async def emit(self, event_type: str, data: Any = None) -> None:
+        """Append an event to the job's log (seen by `events()` and SSE streams)."""
+        await self.runtime.emit(self.job.id, event_type, data)
+
+    def on_success(self, fn: OnSuccess) -> None:
+        """Run `fn(conn)` inside the transaction that records this attempt's success.
+
+        If the finish compare-and-set is lost (lease expired, job cancelled, deadline passed),
+        `fn` never runs, so its writes happen exactly once per successful job.
+        """
+        self.on_success_hooks.append(fn)
+
+
+class JobError(Exception):
+    """An error a handler raises to choose the job's error code and whether to retry."""
+
+    def __init__(self, code: str, message: str = "", *, retryable: bool = True) -> None:
+        super().__init__(message or code)
+        self.code = code
+        self.retryable = retryable

@@ -1,0 +1,165 @@
+"""`Loop`: how every background loop runs: wakeups, idle backoff, due times, loud failures."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from deckyard.clock import SYSTEM_CLOCK, Clock
+from deckyard.db import Subscription, current_loop
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Tick:
+    """What a tick reports: whether it did work, whether more is ready, and when it is next due.
+
+    `due_in` is an upper bound on the next sleep: the loop never sleeps past it.
+    """
+
+    active: bool = False
+    more: bool = False
+    due_in: float | None = None
+
+
+IDLE = Tick()
+ACTIVE = Tick(active=True)
+MORE = Tick(active=True, more=True)
+
+
+@dataclass
+class LoopStats:
+    """A loop's health, for readiness and metrics."""
+
+    ticks: int = 0
+    errors: int = 0
+    last_tick_at: datetime | None = None
+    last_error: str | None = None
+    durations: deque[float] = field(default_factory=lambda: deque(maxlen=1024))
+
+
+class Loop:
+    """Runs `tick` forever: after wakeups, on active polls, and with backoff while idle.
+
+    While ticks do work, the loop ticks again after `poll_interval` (at once when a tick says
+    `more`). While idle, the wait doubles from `poll_interval` up to `idle_ceiling`; a wakeup on
+    `subscription` (or `poke()`) ends any wait. A tick that raises is logged with its traceback,
+    counted, and retried after an exponential error backoff; it never ends the loop.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        tick: Callable[[], Awaitable[Tick]],
+        *,
+        subscription: Subscription | None,
+        poll_interval: float,
+        idle_ceiling: float,
+        error_backoff: float,
+        error_backoff_max: float,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        self.name = name
+        self._tick = tick
+        self._sub = subscription
+        self._poke = asyncio.Event()
+        self.poll_interval = poll_interval
+        self.idle_ceiling = idle_ceiling
+        self.error_backoff = error_backoff
+        self.error_backoff_max = error_backoff_max
+        self.clock = clock
+        self.stats = LoopStats()
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+
+    @property
+    def alive(self) -> bool:
+        """True while the loop's task runs."""
+        return self._task is not None and not self._task.done()
+
+    def start(self) -> None:
+        """Start the loop as a task."""
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name=f"loop:{self.name}")
+
+    async def stop(self) -> None:
+        """Stop after the current tick; waits for it to end."""
+        self._stopping = True
+        self.poke()
+        if self._task is not None:
+            task, self._task = self._task, None
+            try:
+                async with asyncio.timeout(30):
+                    await asyncio.shield(task)
+            except TimeoutError:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+    def poke(self) -> None:
+        """Wake the loop now."""
+        self._poke.set()
+
+    async def _wait(self, timeout: float) -> None:
+        if self._poke.is_set():
+            self._poke.clear()
+            return
+        if self._sub is not None and self._sub.pending():
+            await self._sub.wait(0)
+            return
+        waiters: list[asyncio.Future[bool]] = [asyncio.ensure_future(self._poke.wait())]
+        if self._sub is not None:
+            waiters.append(asyncio.ensure_future(self._sub.wait(None)))
+        try:
+            await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waiters:
+                w.cancel()
+            await asyncio.gather(*waiters, return_exceptions=True)
+        self._poke.clear()
+
+    async def _run(self) -> None:
+        token = current_loop.set(self.name)
+        backoff = self.poll_interval
+        error_wait = self.error_backoff
+        try:
+            while not self._stopping:
+                started = time.perf_counter()
+                try:
+                    result = await self._tick()
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    self.stats.errors += 1
+                    self.stats.last_error = f"{type(exc).__name__}: {exc}"[:500]
+                    log.exception("loop %s: tick failed; retrying in %.2fs", self.name, error_wait)
+                    await self._wait(error_wait)
+                    error_wait = min(error_wait * 2, self.error_backoff_max)
+                    continue
+                error_wait = self.error_backoff
+                self.stats.ticks += 1
+                self.stats.last_tick_at = self.clock.now()
+                self.stats.durations.append(time.perf_counter() - started)
+                if self._stopping:
+                    break
+                if result.more:
+                    await asyncio.sleep(0)
+                    continue
+                if result.active:
+                    backoff = self.poll_interval
+                    wait = self.poll_interval
+                else:
+                    wait = backoff
+                    backoff = min(backoff * 2, self.idle_ceiling)
+                if result.due_in is not None:
+                    wait = min(wait, max(result.due_in, 0.0))
+                await self._wait(wait)
+        finally:
+            current_loop.reset(token)

@@ -1,0 +1,421 @@
+"""A worker: claims jobs into free slots, runs handlers, heartbeats, and settles in batches.
+
+Three loops per worker, all on `Loop`: `claim` (wakes on enqueue and on a freed slot), `beat`
+(one UPDATE per interval for every lease it holds; silent with nothing running) and `settle`
+(finishes queued up while a previous flush ran are committed together: a group commit).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Literal
+
+from deckyard.jobs.context import JobContext, JobError, OnSuccess
+from deckyard.jobs.lease import (
+    job_cancel_requested,
+    job_claim,
+    job_complete_many,
+    job_fail,
+    job_fail_overdue,
+    job_next_due,
+    job_release,
+    lease_extend,
+)
+from deckyard.jobs.loop import ACTIVE, IDLE, MORE, Loop, Tick
+from deckyard.jobs.models import Job
+from deckyard.jobs.queue import WAKE_CANCEL, WAKE_JOBS, event_insert_many
+from deckyard.jobs.status import EventType, JobErrorCode, JobStatus
+
+if TYPE_CHECKING:
+    from deckyard.jobs.runtime import Runtime
+
+log = logging.getLogger(__name__)
+WAKE_CLAIMED = "jobs.claimed"
+StopReason = Literal["cancel", "lease_lost", "shutdown"]
+
+
+@dataclass
+class Outcome:
+    """How one attempt ended, waiting to be settled."""
+
+    job: Job
+    kind: Literal["success", "failure", "release"]
+    result: Any = None
+    code: str = ""
+    message: str = ""
+    retryable: bool = False
+    hooks: list[OnSuccess] = field(default_factory=list)
+
+
+@dataclass
+class Running:
+    """A job attempt in progress in this worker."""
+
+    job: Job
+    ctx: JobContext
+    task: asyncio.Task[None] | None = None
+    reason: StopReason | None = None
+
+
+def make_owner() -> str:
+    """A lease owner id unique to this worker: host, pid and a random part."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+class Worker:
+    """Runs jobs from `queues` with at most `concurrency` at once."""
+
+    def __init__(self, runtime: Runtime, queues: Sequence[str], concurrency: int) -> None:
+        self.runtime = runtime
+        self.queues = list(queues)
+        self.concurrency = concurrency
+        self.owner = make_owner()
+        self.running: dict[int, Running] = {}
+        self._outcomes: list[Outcome] = []
+        self._stopping = False
+        self._maybe_more = False
+        self._last_beat: float | None = None
+        s = runtime.settings
+        bus = runtime.db.bus
+        self._cancel_sub = bus.subscribe(WAKE_CANCEL)
+        name = f"worker[{','.join(self.queues)}]"
+        common = {
+            "error_backoff": s.loop_error_backoff_seconds,
+            "error_backoff_max": s.loop_error_backoff_max_seconds,
+            "clock": runtime.clock,
+        }
+        self.claim_loop = Loop(
+            f"{name}.claim",
+            self._claim_tick,
+            subscription=bus.subscribe(WAKE_JOBS),
+            poll_interval=s.job_poll_interval_seconds,
+            idle_ceiling=s.job_idle_poll_ceiling_seconds,
+            **common,  # type: ignore[arg-type]
+        )
+        self.beat_loop = Loop(
+            f"{name}.heartbeat",
+            self._beat_tick,
+            subscription=bus.subscribe(WAKE_CANCEL),
+            poll_interval=s.job_heartbeat_interval_seconds,
+            idle_ceiling=s.job_idle_poll_ceiling_seconds,
+            **common,  # type: ignore[arg-type]
+        )
+        self.settle_loop = Loop(
+            f"{name}.settle",
+            self._settle_tick,
+            subscription=None,
+            poll_interval=s.job_poll_interval_seconds,
+            idle_ceiling=s.job_idle_poll_ceiling_seconds,
+            **common,  # type: ignore[arg-type]
+        )
+
+    @property
+    def loops(self) -> list[Loop]:
+        """This worker's loops."""
+        return [self.claim_loop, self.beat_loop, self.settle_loop]
+
+    def start(self) -> None:
+        """Start claiming."""
+        for loop in self.loops:
+            loop.start()
+
+    async def stop(self, grace: float) -> None:
+        """Stop claiming, let running jobs finish for `grace` seconds, then hand the rest back."""
+        self._stopping = True
+        await self.claim_loop.stop()
+        tasks = [r.task for r in self.running.values() if r.task is not None]
+        if tasks:
+            await asyncio.wait(tasks, timeout=grace)
+        for job_id in list(self.running):
+            self.stop_job(job_id, "shutdown")
+        remaining = [r.task for r in self.running.values() if r.task is not None]
+        if remaining:
+            await asyncio.gather(*remaining, return_exceptions=True)
+        await self.settle_loop.stop()
+        while self._outcomes:
+            await self._settle_tick()
+        await self.beat_loop.stop()
+        self._cancel_sub.close()
+
+    def stop_job(self, job_id: int, reason: StopReason) -> None:
+        """Cancel a running handler's task, remembering why."""
+        running = self.running.get(job_id)
+        if running is None or running.reason is not None or running.task is None:
+            return
+        running.reason = reason
+        running.ctx.cancelled.set()
+        running.task.cancel()
+
+    # --- claim --------------------------------------------------------------------------------
+
+    async def _claim_tick(self) -> Tick:
+        free = self.concurrency - len(self.running)
+        if self._stopping or free <= 0:
+            return IDLE
+        rt = self.runtime
+        now = rt.clock.now()
+        if not self._maybe_more:
+            async with rt.db.read_connection() as conn:
+                due = await job_next_due(conn, self.queues)
+            if due is None:
+                return IDLE
+            if due > now:
+                return Tick(due_in=(due - now).total_seconds())
+        lease = rt.settings.job_lease_seconds
+        async with rt.db.write_transaction() as conn:
+            claimed = await job_claim(conn, self.queues, free, self.owner, now, lease)
+            overdue = [j for j in claimed if j.deadline_at is not None and j.deadline_at <= now]
+            runnable = [j for j in claimed if j not in overdue]
+            if overdue:
+                await job_fail_overdue(conn, overdue, now)
+            events: list[tuple[int, str, Any]] = [
+                (j.id, EventType.STARTED.value, {"attempt": j.attempt}) for j in runnable
+            ]
+            events += [
+                (j.id, EventType.FAILED.value, {"error_code": "DEADLINE_EXCEEDED"}) for j in overdue
+            ]
+            await event_insert_many(rt.db, conn, events, now)
+        self._maybe_more = len(claimed) == free
+        rt.metrics.claims += len(runnable)
+        for job in runnable:
+            rt.metrics.claim_latency.observe(max((now - job.run_at).total_seconds(), 0.0))
+            self._start(job)
+        if runnable:
+            rt.db.bus.wake(WAKE_CLAIMED)
+            self.beat_loop.poke()
+        return ACTIVE if claimed else IDLE
+
+    def _start(self, job: Job) -> None:
+        ctx = JobContext(job=job, runtime=self.runtime, clock=self.runtime.clock)
+        running = Running(job=job, ctx=ctx)
+        self.running[job.id] = running
+        running.task = asyncio.create_task(self._execute(running), name=f"job:{job.id}")
+
+    async def _execute(self, running: Running) -> None:
+        job, ctx = running.job, running.ctx
+        outcome: Outcome | None = None
+        try:
+            outcome = await self._call_handler(job, ctx)
+        except asyncio.CancelledError:
+            if running.reason == "cancel":
+                outcome = Outcome(
+                    job,
+                    "failure",
+                    code=JobErrorCode.CANCELLED.value,
+                    message="cancelled while running",
+                )
+            elif running.reason == "lease_lost":
+                log.warning("job %d attempt %d: lease lost; result discarded", job.id, job.attempt)
+                self.runtime.metrics.lost_cas += 1
+            else:
+                outcome = Outcome(job, "release")
+        finally:
+            self.running.pop(job.id, None)
+            if outcome is not None:
+                self._outcomes.append(outcome)
+                self.settle_loop.poke()
+            self.claim_loop.poke()
+
+    async def _call_handler(self, job: Job, ctx: JobContext) -> Outcome:
+        handler = self.runtime.handlers.get(job.kind)
+        if handler is None:
+            return Outcome(
+                job,
+                "failure",
+                code=JobErrorCode.NO_HANDLER.value,
+                message=f"no handler registered for kind {job.kind!r}",
+            )
+        timeout = handler.timeout
+        remaining = ctx.remaining()
+        by_deadline = remaining is not None and (timeout is None or remaining <= timeout)
+        if by_deadline:
+            timeout = max(remaining or 0.0, 0.0)
+        scope = asyncio.timeout(timeout)
+        try:
+            async with scope:
+                result = await handler.fn(ctx)
+        except TimeoutError:
+            if not scope.expired():
+                raise
+            if by_deadline:
+                return Outcome(
+                    job,
+                    "failure",
+                    code=JobErrorCode.DEADLINE_EXCEEDED.value,
+                    message="the job's deadline passed while it ran",
+                )
+            return Outcome(
+                job,
+                "failure",
+                code=JobErrorCode.TIMEOUT.value,
+                retryable=True,
+                message=f"handler exceeded its {handler.timeout}s timeout",
+            )
+        except JobError as exc:
+            return Outcome(job, "failure", code=exc.code, message=str(exc), retryable=exc.retryable)
+        except Exception as exc:
+            log.warning(
+                "job %d (%s) attempt %d failed", job.id, job.kind, job.attempt, exc_info=True
+            )
+            return Outcome(
+                job,
+                "failure",
+                code=JobErrorCode.HANDLER_ERROR.value,
+                message=f"{type(exc).__name__}: {exc}",
+                retryable=True,
+            )
+        return Outcome(job, "success", result=result, hooks=list(ctx.on_success_hooks))
+
+    # --- heartbeat ----------------------------------------------------------------------------
+
+    async def _beat_tick(self) -> Tick:
+        rt = self.runtime
+        interval = rt.settings.job_heartbeat_interval_seconds
+        cancel_woken = await self._cancel_sub.wait(0)
+        if not self.running:
+            self._last_beat = None
+            return IDLE
+        mono = rt.clock.monotonic()
+        if self._last_beat is None:
+            self._last_beat = mono
+        elif mono - self._last_beat >= interval * 0.98:
+            held = [(r.job.id, r.job.attempt) for r in self.running.values()]
+            async with rt.db.write_transaction() as conn:
+                beat = await lease_extend(
+                    conn, self.owner, held, rt.clock.now(), rt.settings.job_lease_seconds
+                )
+            rt.metrics.heartbeats += 1
+            self._last_beat = mono
+            for job_id, _ in held:
+                if job_id not in beat.extended:
+                    self.stop_job(job_id, "lease_lost")
+            for job_id in beat.cancel_requested:
+                self.stop_job(job_id, "cancel")
+        elif cancel_woken:
+            async with rt.db.read_connection() as conn:
+                asked = await job_cancel_requested(conn, list(self.running))
+            for job_id in asked:
+                self.stop_job(job_id, "cancel")
+        return Tick(due_in=max(interval - (rt.clock.monotonic() - self._last_beat), 0.0))
+
+    # --- settle -------------------------------------------------------------------------------
+
+    async def _settle_tick(self) -> Tick:
+        if not self._outcomes:
+            return IDLE
+        batch, self._outcomes = self._outcomes, []
+        try:
+            await self._settle(batch)
+        except BaseException:
+            self._outcomes[:0] = batch
+            raise
+        return MORE if self._outcomes else ACTIVE
+
+    async def _settle(self, batch: list[Outcome]) -> None:
+        rt = self.runtime
+        db = rt.db
+        now = rt.clock.now()
+        events: list[tuple[int, str, Any]] = []
+        statuses: dict[int, str] = {}
+        async with db.write_transaction() as conn:
+            plain = [o for o in batch if o.kind == "success" and not o.hooks]
+            if plain:
+                statuses.update(
+                    await job_complete_many(
+                        conn, self.owner, [(o.job.id, o.job.attempt, o.result) for o in plain], now
+                    )
+                )
+            failures = [o for o in batch if o.kind == "failure"]
+            for o in (o for o in batch if o.kind == "success" and o.hooks):
+                failed = await self._complete_with_hooks(conn, o, now, statuses)
+                if failed is not None:
+                    failures.append(failed)
+            for o in failures:
+                retry_at = self._retry_at(o, now)
+                status = await job_fail(
+                    conn, self.owner, o.job, now, code=o.code, message=o.message, retry_at=retry_at
+                )
+                if status is not None:
+                    statuses[o.job.id] = status
+                    if status == JobStatus.PENDING.value:
+                        rt.metrics.retries += 1
+                        db.notify(conn, WAKE_JOBS)
+            released = [(o.job.id, o.job.attempt) for o in batch if o.kind == "release"]
+            for job_id in await job_release(conn, self.owner, released, now):
+                statuses[job_id] = "released"
+                db.notify(conn, WAKE_JOBS)
+            for o in batch:
+                events.append(self._event_for(o, statuses.get(o.job.id)))
+            await event_insert_many(db, conn, events, now)
+        for o in batch:
+            status = statuses.get(o.job.id)
+            if status is None or (o.kind == "success" and status != JobStatus.SUCCEEDED.value):
+                rt.metrics.lost_cas += 1
+                log.warning(
+                    "job %d attempt %d: finish refused (%s); result discarded",
+                    o.job.id,
+                    o.job.attempt,
+                    status or "lease lost",
+                )
+            rt.metrics.completions[status or "lost"] += 1
+
+    async def _complete_with_hooks(
+        self, conn: Any, o: Outcome, now: Any, statuses: dict[int, str]
+    ) -> Outcome | None:
+        savepoint = await conn.begin_nested()
+        done = await job_complete_many(conn, self.owner, [(o.job.id, o.job.attempt, o.result)], now)
+        if done.get(o.job.id) != JobStatus.SUCCEEDED.value:
+            await savepoint.commit()
+            statuses.update(done)
+            return None
+        try:
+            for hook in o.hooks:
+                await hook(conn)
+        except Exception as exc:
+            await savepoint.rollback()
+            log.warning("job %d: on_success hook failed", o.job.id, exc_info=True)
+            return Outcome(
+                o.job,
+                "failure",
+                code=JobErrorCode.HANDLER_ERROR.value,
+                message=f"on_success: {type(exc).__name__}: {exc}",
+                retryable=True,
+            )
+        await savepoint.commit()
+        statuses.update(done)
+        return None
+
+    def _retry_at(self, o: Outcome, now: Any) -> Any:
+        if not o.retryable:
+            return None
+        handler = self.runtime.handlers.get(o.job.kind)
+        policy = handler.retry if handler is not None else self.runtime.default_retry
+        if not policy.should_retry(o.code, o.job.attempt, o.job.max_attempts):
+            return None
+        retry_at = now + timedelta(seconds=policy.backoff(o.job.attempt))
+        if o.job.deadline_at is not None and retry_at >= o.job.deadline_at:
+            return None
+        return retry_at
+
+    @staticmethod
+    def _event_for(o: Outcome, status: str | None) -> tuple[int, str, Any]:
+        data: dict[str, Any] = {"attempt": o.job.attempt}
+        if o.code:
+            data["error_code"] = o.code
+            data["message"] = o.message[:500]
+        if status is None:
+            return (o.job.id, EventType.CAS_LOST.value, data)
+        if status == JobStatus.PENDING.value:
+            return (o.job.id, EventType.RETRY_SCHEDULED.value, data)
+        if status == "released":
+            return (o.job.id, "released", data)
+        if o.kind == "success" and status != JobStatus.SUCCEEDED.value:
+            data["discarded_result"] = True
+        return (o.job.id, status, data)

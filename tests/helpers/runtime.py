@@ -1,0 +1,36 @@
+"""Settings and helpers for runtime tests: short cadences so hundreds of ticks happen quickly."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from deckyard.config import Settings
+
+FAST: dict[str, Any] = {
+    "job_poll_interval_seconds": 0.05,
+    "job_idle_poll_ceiling_seconds": 0.2,
+    "job_lease_seconds": 1.5,
+    "job_heartbeat_interval_seconds": 0.3,
+    "job_retry_base_delay_seconds": 0.02,
+    "job_retry_max_delay_seconds": 0.1,
+    "job_recovery_backoff_seconds": 0.0,
+    "job_stop_grace_seconds": 2.0,
+    "loop_error_backoff_seconds": 0.05,
+    "job_periodic_check_seconds": 0.05,
+}
+
+
+def fast_settings(**over: Any) -> Settings:
+    """Settings with test cadences (environment ignored for these fields)."""
+    return Settings.load(**{**FAST, **over})
+
+
+async def eventually(
+    check: Callable[[], Awaitable[bool]], timeout: float = 10.0, every: float = 0.02
+) -> None:
+    """Wait until `check()` is true; fail with a clear message after `timeout` seconds."""
+    async with asyncio.timeout(timeout):
+        while not await check():
+            await asyncio.sleep(every)

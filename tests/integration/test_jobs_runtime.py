@@ -138,7 +138,9 @@ async def test_expired_lease_cannot_finish_even_before_recovery(db: Database) ->
         await asyncio.wait_for(started.wait(), 10)
         past = rt.clock.now() - timedelta(seconds=1)
         async with db.write_transaction() as conn:
-            await conn.execute(update(jobs).where(jobs.c.id == job.id).values(lease_expires_at=past))
+            await conn.execute(
+                update(jobs).where(jobs.c.id == job.id).values(lease_expires_at=past)
+            )
         release.set()
 
         async def settled() -> bool:
@@ -159,9 +161,18 @@ async def _insert_running(db: Database, **over: Any) -> int:
     rt = make_runtime(db)
     now = rt.clock.now()
     row = {
-        "queue": "q", "kind": "k", "payload": {}, "status": "running", "priority": 0,
-        "run_at": now, "attempt": 1, "max_attempts": 3, "lease_owner": "gone",
-        "lease_expires_at": None, "created_at": now, "updated_at": now,
+        "queue": "q",
+        "kind": "k",
+        "payload": {},
+        "status": "running",
+        "priority": 0,
+        "run_at": now,
+        "attempt": 1,
+        "max_attempts": 3,
+        "lease_owner": "gone",
+        "lease_expires_at": None,
+        "created_at": now,
+        "updated_at": now,
     }
     row.update(over)
     async with db.write_transaction() as conn:

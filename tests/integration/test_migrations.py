@@ -18,8 +18,16 @@ NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 def _job(**over: object) -> dict[str, object]:
     row: dict[str, object] = dict(
-        queue="q", kind="k", payload={}, status="pending", priority=0, run_at=NOW, attempt=0,
-        max_attempts=3, created_at=NOW, updated_at=NOW,
+        queue="q",
+        kind="k",
+        payload={},
+        status="pending",
+        priority=0,
+        run_at=NOW,
+        attempt=0,
+        max_attempts=3,
+        created_at=NOW,
+        updated_at=NOW,
     )
     row.update(over)
     return row

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from sqlalchemy import inspect, insert, update
+from sqlalchemy import insert, inspect, update
 from sqlalchemy.exc import IntegrityError
 
 import deckyard.jobs.schema  # noqa: F401  (registers the tables on the shared metadata)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
@@ -94,11 +95,36 @@ def renderer(
     host: Annotated[str | None, typer.Option(help="Address to listen on.")] = None,
     port: Annotated[int | None, typer.Option(help="Port to listen on (0: pick one).")] = None,
     slots: Annotated[int | None, typer.Option(help="Concurrent renders.")] = None,
+    secret_file: Annotated[
+        Path | None,
+        typer.Option(help="Read the shared secret from this file instead of the environment."),
+    ] = None,
+    generate_secret: Annotated[
+        bool, typer.Option("--generate-secret", help="Print a fresh secret and exit.")
+    ] = False,
 ) -> None:
-    """Run a renderer process: a Chromium pool behind a signed HTTP control API."""
+    """Run a renderer process: a Chromium pool behind a signed HTTP control API.
+
+    It refuses to start (exit 2) without a secret, taken from DECKYARD_RENDERER_SECRET or
+    --secret-file. Once listening it prints one JSON line with its URL and epoch to stdout.
+    """
+    from deckyard.render.worker.main import generate_secret as new_secret
     from deckyard.render.worker.main import run_renderer
 
-    settings = load_settings(renderer_host=host, renderer_port=port, renderer_slots=slots)
+    if generate_secret:
+        typer.echo(new_secret())
+        return
+    secret: str | None = None
+    if secret_file is not None:
+        try:
+            secret = secret_file.read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            fail(f"cannot read --secret-file: {exc}")
+        if not secret:
+            fail(f"--secret-file {secret_file} is empty")
+    settings = load_settings(
+        renderer_host=host, renderer_port=port, renderer_slots=slots, renderer_secret=secret
+    )
     run_renderer(settings)
 
 

@@ -70,7 +70,7 @@ class Settings(BaseSettings):
 
     # --- job runtime -----------------------------------------------------------------------
     job_poll_interval_seconds: float = Field(0.25, gt=0)
-    job_idle_poll_ceiling_seconds: float = Field(5.0, gt=0)
+    job_idle_poll_ceiling_seconds: float = Field(15.0, gt=0)
     job_lease_seconds: float = Field(30.0, gt=0)
     job_heartbeat_interval_seconds: float = Field(5.0, gt=0)
     job_default_max_attempts: int = Field(3, ge=1, le=1000)

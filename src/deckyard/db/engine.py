@@ -241,10 +241,11 @@ class Database:
     async def _send_notifies(self, conn: AsyncConnection) -> None:
         if self._sqlite:
             return
-        for channel in sorted(conn.info.get("dy_wake", ())):
-            await conn.execute(
-                text("SELECT pg_notify(:c, :p)"), {"c": NOTIFY_CHANNEL, "p": channel}
-            )
+        channels = sorted(conn.info.get("dy_wake", ()))
+        if channels:
+            calls = ", ".join(f"pg_notify(:c, :p{i})" for i in range(len(channels)))
+            params = {"c": NOTIFY_CHANNEL, **{f"p{i}": ch for i, ch in enumerate(channels)}}
+            await conn.execute(text(f"SELECT {calls}"), params)
 
     def insert_ignoring_conflicts(
         self, table: Table, *, index_elements: list[str], index_where: Any = None

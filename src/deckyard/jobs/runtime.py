@@ -37,7 +37,7 @@ from deckyard.jobs.queue import (
     job_retry,
 )
 from deckyard.jobs.recovery import lease_next_expiry, recover_expired
-from deckyard.jobs.worker import WAKE_CLAIMED, Worker
+from deckyard.jobs.worker import Worker
 
 log = logging.getLogger(__name__)
 
@@ -215,7 +215,7 @@ class Runtime:
             Loop(
                 "recovery",
                 self._recovery_tick,
-                subscription=self.db.bus.subscribe(WAKE_CLAIMED),
+                subscription=None,
                 poll_interval=s.job_poll_interval_seconds,
                 idle_ceiling=s.job_idle_poll_ceiling_seconds,
                 **common,

@@ -37,7 +37,6 @@ if TYPE_CHECKING:
     from deckyard.jobs.runtime import Runtime
 
 log = logging.getLogger(__name__)
-WAKE_CLAIMED = "jobs.claimed"
 StopReason = Literal["cancel", "lease_lost", "shutdown"]
 
 
@@ -82,6 +81,7 @@ class Worker:
         self._stopping = False
         self._maybe_more = False
         self._last_beat: float | None = None
+        self._outcomes_since = 0.0
         s = runtime.settings
         bus = runtime.db.bus
         self._cancel_sub = bus.subscribe(WAKE_CANCEL)
@@ -156,41 +156,53 @@ class Worker:
     # --- claim --------------------------------------------------------------------------------
 
     async def _claim_tick(self) -> Tick:
-        free = self.concurrency - len(self.running)
-        if self._stopping or free <= 0:
-            return IDLE
         rt = self.runtime
         now = rt.clock.now()
-        if not self._maybe_more:
+        free = self.concurrency - len(self.running)
+        can_claim = not self._stopping and free > 0
+        idle = IDLE
+        if can_claim and not self._maybe_more:
             async with rt.db.read_connection() as conn:
                 due = await job_next_due(conn, self.queues)
-            if due is None:
-                return IDLE
-            if due > now:
-                return Tick(due_in=(due - now).total_seconds())
+            if due is None or due > now:
+                can_claim = False
+                idle = IDLE if due is None else Tick(due_in=(due - now).total_seconds())
+        if not can_claim and not self._outcomes:
+            return idle
+        free = free if can_claim else 0
         lease = rt.settings.job_lease_seconds
-        async with rt.db.write_transaction() as conn:
-            claimed = await job_claim(conn, self.queues, free, self.owner, now, lease)
-            overdue = [j for j in claimed if j.deadline_at is not None and j.deadline_at <= now]
-            runnable = [j for j in claimed if j not in overdue]
-            if overdue:
-                await job_fail_overdue(conn, overdue, now)
-            events: list[tuple[int, str, Any]] = [
-                (j.id, EventType.STARTED.value, {"attempt": j.attempt}) for j in runnable
-            ]
-            events += [
-                (j.id, EventType.FAILED.value, {"error_code": "DEADLINE_EXCEEDED"}) for j in overdue
-            ]
-            await event_insert_many(rt.db, conn, events, now)
-        self._maybe_more = len(claimed) == free
+        batch, self._outcomes = self._outcomes, []
+        try:
+            async with rt.db.write_transaction() as conn:
+                events: list[tuple[int, str, Any]] = []
+                settled = await self._settle_in(conn, batch, now, events) if batch else {}
+                claimed = (
+                    await job_claim(conn, self.queues, free, self.owner, now, lease) if free else []
+                )
+                overdue = [j for j in claimed if j.deadline_at is not None and j.deadline_at <= now]
+                runnable = [j for j in claimed if j not in overdue]
+                if overdue:
+                    await job_fail_overdue(conn, overdue, now)
+                events += [
+                    (j.id, EventType.STARTED.value, {"attempt": j.attempt}) for j in runnable
+                ]
+                events += [
+                    (j.id, EventType.FAILED.value, {"error_code": "DEADLINE_EXCEEDED"})
+                    for j in overdue
+                ]
+                await event_insert_many(rt.db, conn, events, now)
+        except BaseException:
+            self._outcomes[:0] = batch
+            raise
+        self._account(batch, settled)
+        self._maybe_more = bool(free) and len(claimed) == free
         rt.metrics.claims += len(runnable)
         for job in runnable:
             rt.metrics.claim_latency.observe(max((now - job.run_at).total_seconds(), 0.0))
             self._start(job)
         if runnable:
-            rt.db.bus.wake(WAKE_CLAIMED)
             self.beat_loop.poke()
-        return ACTIVE if claimed else IDLE
+        return ACTIVE if claimed else idle
 
     def _start(self, job: Job) -> None:
         ctx = JobContext(job=job, runtime=self.runtime, clock=self.runtime.clock)
@@ -219,6 +231,8 @@ class Worker:
         finally:
             self.running.pop(job.id, None)
             if outcome is not None:
+                if not self._outcomes:
+                    self._outcomes_since = self.runtime.clock.monotonic()
                 self._outcomes.append(outcome)
                 self.settle_loop.poke()
             self.claim_loop.poke()
@@ -308,63 +322,75 @@ class Worker:
     # --- settle -------------------------------------------------------------------------------
 
     async def _settle_tick(self) -> Tick:
+        """Settle what the claim loop did not: it normally settles inside its own claim."""
         if not self._outcomes:
             return IDLE
+        waited = self.runtime.clock.monotonic() - self._outcomes_since
+        grace = self.runtime.settings.job_poll_interval_seconds
+        if self.claim_loop.alive and not self._stopping and waited < grace:
+            return Tick(due_in=grace - waited)
         batch, self._outcomes = self._outcomes, []
         try:
-            await self._settle(batch)
+            async with self.runtime.db.write_transaction() as conn:
+                events: list[tuple[int, str, Any]] = []
+                now = self.runtime.clock.now()
+                statuses = await self._settle_in(conn, batch, now, events)
+                await event_insert_many(self.runtime.db, conn, events, now)
         except BaseException:
             self._outcomes[:0] = batch
             raise
+        self._account(batch, statuses)
         return MORE if self._outcomes else ACTIVE
 
-    async def _settle(self, batch: list[Outcome]) -> None:
+    async def _settle_in(
+        self, conn: Any, batch: list[Outcome], now: Any, events: list[tuple[int, str, Any]]
+    ) -> dict[int, str]:
+        """Record a batch of outcomes in the caller's transaction; their events go to `events`."""
         rt = self.runtime
         db = rt.db
-        now = rt.clock.now()
-        events: list[tuple[int, str, Any]] = []
         statuses: dict[int, str] = {}
-        async with db.write_transaction() as conn:
-            plain = [o for o in batch if o.kind == "success" and not o.hooks]
-            if plain:
-                statuses.update(
-                    await job_complete_many(
-                        conn, self.owner, [(o.job.id, o.job.attempt, o.result) for o in plain], now
-                    )
+        plain = [o for o in batch if o.kind == "success" and not o.hooks]
+        if plain:
+            statuses.update(
+                await job_complete_many(
+                    conn, self.owner, [(o.job.id, o.job.attempt, o.result) for o in plain], now
                 )
-            failures = [o for o in batch if o.kind == "failure"]
-            for o in (o for o in batch if o.kind == "success" and o.hooks):
-                failed = await self._complete_with_hooks(conn, o, now, statuses)
-                if failed is not None:
-                    failures.append(failed)
-            for o in failures:
-                retry_at = self._retry_at(o, now)
-                status = await job_fail(
-                    conn, self.owner, o.job, now, code=o.code, message=o.message, retry_at=retry_at
-                )
-                if status is not None:
-                    statuses[o.job.id] = status
-                    if status == JobStatus.PENDING.value:
-                        rt.metrics.retries += 1
-                        db.notify(conn, WAKE_JOBS)
-            released = [(o.job.id, o.job.attempt) for o in batch if o.kind == "release"]
-            for job_id in await job_release(conn, self.owner, released, now):
-                statuses[job_id] = "released"
-                db.notify(conn, WAKE_JOBS)
-            for o in batch:
-                events.append(self._event_for(o, statuses.get(o.job.id)))
-            await event_insert_many(db, conn, events, now)
+            )
+        failures = [o for o in batch if o.kind == "failure"]
+        for o in (o for o in batch if o.kind == "success" and o.hooks):
+            failed = await self._complete_with_hooks(conn, o, now, statuses)
+            if failed is not None:
+                failures.append(failed)
+        for o in failures:
+            retry_at = self._retry_at(o, now)
+            status = await job_fail(
+                conn, self.owner, o.job, now, code=o.code, message=o.message, retry_at=retry_at
+            )
+            if status is not None:
+                statuses[o.job.id] = status
+                if status == JobStatus.PENDING.value:
+                    rt.metrics.retries += 1
+                    db.notify(conn, WAKE_JOBS)
+        released = [(o.job.id, o.job.attempt) for o in batch if o.kind == "release"]
+        for job_id in await job_release(conn, self.owner, released, now):
+            statuses[job_id] = "released"
+            db.notify(conn, WAKE_JOBS)
+        events.extend(self._event_for(o, statuses.get(o.job.id)) for o in batch)
+        return statuses
+
+    def _account(self, batch: list[Outcome], statuses: dict[int, str]) -> None:
+        metrics = self.runtime.metrics
         for o in batch:
             status = statuses.get(o.job.id)
             if status is None or (o.kind == "success" and status != JobStatus.SUCCEEDED.value):
-                rt.metrics.lost_cas += 1
+                metrics.lost_cas += 1
                 log.warning(
                     "job %d attempt %d: finish refused (%s); result discarded",
                     o.job.id,
                     o.job.attempt,
                     status or "lease lost",
                 )
-            rt.metrics.completions[status or "lost"] += 1
+            metrics.completions[status or "lost"] += 1
 
     async def _complete_with_hooks(
         self, conn: Any, o: Outcome, now: Any, statuses: dict[int, str]

@@ -1,0 +1,129 @@
+"""`deckyard doctor`: checks Chromium, the Noto fonts and the database, and says what to fix."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import shutil
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from deckyard.config import Settings
+
+FONT_PACKAGES = {
+    "fonts-noto-core": ("NotoSans-Regular.ttf", "NotoSerif-Regular.ttf"),
+    "fonts-noto-cjk": ("NotoSansCJK-Regular.ttc", "NotoSerifCJK-Regular.ttc"),
+    "fonts-noto-color-emoji": ("NotoColorEmoji.ttf",),
+}
+FONT_DIRS = (Path("/usr/share/fonts"), Path("/usr/local/share/fonts"), Path.home() / ".fonts")
+DEBIAN_CHROMIUM = Path("/usr/bin/chromium")
+PROBE_TIMEOUT_SECONDS = 20.0
+
+
+@dataclass
+class Check:
+    """One line of the report: what was checked, whether it is fine, and what to do if not."""
+
+    name: str
+    ok: bool | None
+    detail: str
+    fix: str = ""
+
+
+def check_chromium(settings: Settings) -> Check:
+    """Find the Chromium the renderer would launch and ask it for its version."""
+    path = settings.chromium_path or (DEBIAN_CHROMIUM if DEBIAN_CHROMIUM.exists() else None)
+    if path is None or not path.is_file():
+        return Check(
+            "chromium",
+            False,
+            f"not found ({path or '/usr/bin/chromium'})",
+            "apt-get install chromium, or set DECKYARD_CHROMIUM_PATH",
+        )
+    try:
+        out = subprocess.run(
+            [str(path), "--version"],
+            capture_output=True,
+            text=True,
+            timeout=PROBE_TIMEOUT_SECONDS,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError) as exc:
+        return Check("chromium", False, f"{path} does not run: {exc}", "reinstall chromium")
+    return Check("chromium", True, f"{path}: {out}")
+
+
+def _font_files() -> set[str]:
+    names: set[str] = set()
+    fc_list = shutil.which("fc-list")
+    if fc_list:
+        try:
+            out = subprocess.run(
+                [fc_list, "--format", "%{file}\n"],
+                capture_output=True,
+                text=True,
+                timeout=PROBE_TIMEOUT_SECONDS,
+            ).stdout
+            names.update(Path(line).name for line in out.splitlines() if line)
+        except (OSError, subprocess.SubprocessError):
+            pass
+    for root in FONT_DIRS:
+        if root.is_dir():
+            names.update(p.name for p in root.rglob("*") if p.suffix in (".ttf", ".ttc", ".otf"))
+    return names
+
+
+def check_fonts() -> list[Check]:
+    """Whether each Noto package's signature font file is installed."""
+    present = _font_files()
+    checks = []
+    for package, files in FONT_PACKAGES.items():
+        found = [f for f in files if f in present]
+        if found:
+            checks.append(Check(package, True, ", ".join(found)))
+        else:
+            checks.append(
+                Check(
+                    package,
+                    False,
+                    "not installed; pages fall back to boxes (tofu) for these glyphs",
+                    f"apt-get install {package}",
+                )
+            )
+    return checks
+
+
+def check_database(settings: Settings) -> Check:
+    """Reach the database through `deckyard.db`, if that module offers a check."""
+    try:
+        db = importlib.import_module("deckyard.db")
+    except ImportError:
+        return Check("database", None, "not checked (deckyard.db is not available)")
+    probe: Callable[[str], object] | None = getattr(db, "check_reachable", None)
+    if probe is None:
+        return Check("database", None, "not checked (deckyard.db has no check_reachable)")
+    try:
+        result = probe(settings.resolved_database_url)
+        if asyncio.iscoroutine(result):
+            asyncio.run(result)
+    except Exception as exc:
+        return Check(
+            "database",
+            False,
+            f"unreachable: {exc}",
+            "check DECKYARD_DATABASE_URL and that the database is running",
+        )
+    return Check("database", True, "reachable")
+
+
+def run_doctor(settings: Settings) -> int:
+    """Print every check with what to do about problems; 0 when all fine, else 1."""
+    checks = [check_chromium(settings), *check_fonts(), check_database(settings)]
+    for check in checks:
+        mark = {True: "ok", False: "PROBLEM", None: "skipped"}[check.ok]
+        print(f"{mark:8} {check.name}: {check.detail}")
+        if check.fix:
+            print(f"         fix: {check.fix}")
+    return 1 if any(c.ok is False for c in checks) else 0

@@ -1,0 +1,1 @@
+"""Rendering: the renderer process (`render.worker`) and the shared error codes and signing."""

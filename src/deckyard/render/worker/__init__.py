@@ -1,0 +1,1 @@
+"""The renderer process: a Chromium pool behind a signed HTTP control API (`deckyard renderer`)."""

@@ -1,0 +1,335 @@
+"""The attempt registry: admission into slots, each attempt's lifecycle, cancel and receipts.
+
+An attempt takes a free slot at admission (no queue: a full renderer answers 429), runs under its
+own deadline, and always passes through `cleaning` (context and proxy closed, temp directory
+removed, slot freed) before its terminal status. Terminal attempts and their artefacts are kept
+for `renderer_artifact_ttl_seconds`, then swept; after that the renderer answers `unknown`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import os
+import secrets
+import shutil
+import time
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from playwright.async_api import Error as PlaywrightError
+
+from deckyard.clock import Clock
+from deckyard.config import Settings
+from deckyard.render.errors import RenderErrorCode, error_kind, is_retryable
+from deckyard.render.worker.capture import CaptureSession, CleanupTimeoutError, RenderFailure
+from deckyard.render.worker.diagnostics import DiagnosticsCollector
+from deckyard.render.worker.models import (
+    CONTENT_TYPES,
+    ArtifactInfo,
+    AttemptStatus,
+    Diagnostics,
+    Receipt,
+    RenderInput,
+    Timings,
+)
+from deckyard.render.worker.pool import BrowserHandle, BrowserPool
+from deckyard.render.worker.ssrf import UrlGuard
+
+log = logging.getLogger(__name__)
+
+_CRASH_HINTS = ("closed", "crash", "disconnected")
+
+
+class NoFreeSlotError(Exception):
+    """Every slot is busy; the caller should retry after a while."""
+
+
+class AttemptConflictError(Exception):
+    """An attempt with this id exists with a different input."""
+
+
+class BrowserGoneError(Exception):
+    """The browser disconnected while the attempt was using it."""
+
+
+@dataclass
+class Attempt:
+    """One attempt's state; mutated only by the registry."""
+
+    attempt_id: str
+    render: RenderInput
+    fingerprint: str
+    slot: int
+    status: AttemptStatus = AttemptStatus.ACCEPTED
+    error_code: RenderErrorCode | None = None
+    message: str | None = None
+    diagnostics: Diagnostics | None = None
+    artifact: ArtifactInfo | None = None
+    artifact_path: Path | None = None
+    finished_at: float | None = None
+    cancel_requested: bool = False
+    task: asyncio.Task[None] | None = None
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class AttemptRegistry:
+    """Admits, runs, cancels, reports and forgets attempts; see the module docstring."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        pool: BrowserPool,
+        guard: UrlGuard,
+        root: Path,
+        clock: Clock,
+        worker_id: str,
+        epoch: str,
+    ) -> None:
+        self._settings = settings
+        self._pool = pool
+        self._guard = guard
+        self._clock = clock
+        self._work_root = root / "attempts"
+        self._artifact_root = root / "artifacts"
+        self._attempts: dict[str, Attempt] = {}
+        self._free = list(range(settings.renderer_slots))
+        self._stopping = False
+        self.worker_id = worker_id
+        self.epoch = epoch
+
+    @property
+    def free_slots(self) -> int:
+        """Slots an attempt could take right now."""
+        return len(self._free)
+
+    def start(self) -> None:
+        """Create the working directories."""
+        self._work_root.mkdir(parents=True, exist_ok=True)
+        self._artifact_root.mkdir(parents=True, exist_ok=True)
+
+    def get(self, attempt_id: str) -> Attempt | None:
+        """The attempt with this id, if the renderer still knows it."""
+        return self._attempts.get(attempt_id)
+
+    def submit(self, attempt_id: str, render: RenderInput) -> tuple[Attempt, bool]:
+        """Admit an attempt, or return the existing one with the same id and input."""
+        fingerprint = render.fingerprint()
+        existing = self._attempts.get(attempt_id)
+        if existing is not None:
+            if existing.fingerprint != fingerprint:
+                raise AttemptConflictError(attempt_id)
+            return existing, False
+        if self._stopping or not self._free:
+            raise NoFreeSlotError(attempt_id)
+        self._free.sort()
+        attempt = Attempt(attempt_id, render, fingerprint, self._free.pop(0))
+        self._attempts[attempt_id] = attempt
+        attempt.task = asyncio.create_task(self._run(attempt), name=f"attempt {attempt_id}")
+        return attempt, True
+
+    def receipt(self, attempt_id: str) -> Receipt:
+        """The attempt's receipt; `unknown` when the renderer does not know the id."""
+        attempt = self._attempts.get(attempt_id)
+        if attempt is None:
+            return Receipt(
+                attempt_id=attempt_id,
+                status=AttemptStatus.UNKNOWN,
+                worker_id=self.worker_id,
+                epoch=self.epoch,
+            )
+        code = attempt.error_code
+        return Receipt(
+            attempt_id=attempt_id,
+            status=attempt.status,
+            worker_id=self.worker_id,
+            epoch=self.epoch,
+            slot=attempt.slot if not attempt.status.terminal else None,
+            error_code=code,
+            error_kind=error_kind(code) if code else None,
+            retryable=is_retryable(code) if code else None,
+            message=attempt.message,
+            diagnostics=attempt.diagnostics,
+            artifact=attempt.artifact,
+        )
+
+    async def cancel(self, attempt_id: str) -> Receipt:
+        """Cancel an active attempt and wait up to `renderer_cancel_wait_seconds` for it to end."""
+        attempt = self._attempts.get(attempt_id)
+        if attempt is None or attempt.status.terminal:
+            return self.receipt(attempt_id)
+        if not attempt.cancel_requested and attempt.task is not None:
+            attempt.cancel_requested = True
+            attempt.status = AttemptStatus.CLEANING
+            attempt.task.cancel()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(attempt.done.wait(), self._settings.renderer_cancel_wait_seconds)
+        return self.receipt(attempt_id)
+
+    async def wait(self, attempt_id: str) -> Receipt:
+        """Wait until the attempt is terminal and return its receipt."""
+        attempt = self._attempts.get(attempt_id)
+        if attempt is not None:
+            await attempt.done.wait()
+        return self.receipt(attempt_id)
+
+    async def _until_gone(self, work: Coroutine[Any, Any, bytes], handle: BrowserHandle) -> bytes:
+        task = asyncio.ensure_future(work)
+        gone = asyncio.ensure_future(handle.gone.wait())
+        try:
+            await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            gone.cancel()
+            if not task.done():
+                task.cancel()
+            await asyncio.gather(task, gone, return_exceptions=True)
+        if task.cancelled():
+            raise BrowserGoneError("browser disconnected during the attempt")
+        return task.result()
+
+    async def _crashed(self, handle: BrowserHandle | None, exc: BaseException) -> bool:
+        if handle is None:
+            return False
+        text = str(exc).lower()
+        if not handle.gone.is_set() and any(hint in text for hint in _CRASH_HINTS):
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self._settings.renderer_cleanup_timeout_seconds):
+                    await handle.gone.wait()
+        return handle.gone.is_set() or "crash" in text
+
+    async def _run(self, attempt: Attempt) -> None:
+        render = attempt.render
+        settings = self._settings
+        started = time.monotonic()
+        workdir = self._work_root / f"{attempt.attempt_id}.{secrets.token_hex(4)}"
+        collector = DiagnosticsCollector(
+            settings.renderer_diagnostics_max_items, settings.renderer_diagnostics_max_chars
+        )
+        handle: BrowserHandle | None = None
+        session: CaptureSession | None = None
+        data: bytes | None = None
+        code: RenderErrorCode | None = None
+        message: str | None = None
+        try:
+            workdir.mkdir(parents=True)
+            attempt.status = AttemptStatus.RUNNING
+            async with asyncio.timeout(
+                render.timeout_seconds or settings.renderer_default_timeout_seconds
+            ):
+                handle = await self._pool.acquire()
+                session = CaptureSession(handle.browser, render, self._guard, settings, collector)
+                await session.open()
+                data = await self._until_gone(session.capture(), handle)
+        except TimeoutError:
+            code, message = RenderErrorCode.DEADLINE_EXCEEDED, "the attempt's deadline passed"
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None:
+                current.uncancel()
+            if attempt.cancel_requested and not self._stopping:
+                code, message = RenderErrorCode.CANCELLED, "cancelled by request"
+            else:
+                code, message = RenderErrorCode.WORKER_STOPPED, "the renderer is stopping"
+        except BrowserGoneError as exc:
+            code, message = RenderErrorCode.BROWSER_CRASHED, str(exc)
+        except (RenderFailure, PlaywrightError) as exc:
+            text = exc.message if isinstance(exc, RenderFailure) else str(exc).splitlines()[0]
+            if await self._crashed(handle, exc):
+                code, message = RenderErrorCode.BROWSER_CRASHED, text
+            elif isinstance(exc, RenderFailure):
+                code, message = exc.code, text
+            else:
+                code, message = RenderErrorCode.NAVIGATION_FAILED, text
+        except Exception as exc:
+            log.exception("attempt %s failed unexpectedly", attempt.attempt_id)
+            code, message = RenderErrorCode.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}"
+        if not attempt.cancel_requested:
+            attempt.status = AttemptStatus.CLEANING
+        encode_start = time.monotonic()
+        if code is None and data is not None:
+            try:
+                attempt.artifact, attempt.artifact_path = self._store(attempt, workdir, data)
+            except OSError as exc:
+                code, message = RenderErrorCode.INTERNAL_ERROR, f"cannot store artefact: {exc}"
+        encode_ms = round((time.monotonic() - encode_start) * 1000, 1)
+        await self._cleanup(session, handle, workdir)
+        timings = session.timings if session is not None else None
+        if timings is not None:
+            timings.encode_ms = encode_ms
+            timings.total_ms = round((time.monotonic() - started) * 1000, 1)
+        attempt.diagnostics = collector.build(timings or Timings())
+        attempt.error_code, attempt.message = code, message
+        if code is None:
+            attempt.status = AttemptStatus.SUCCEEDED
+        elif code is RenderErrorCode.CANCELLED:
+            attempt.status = AttemptStatus.CANCELLED
+        else:
+            attempt.status = AttemptStatus.FAILED
+        attempt.finished_at = self._clock.monotonic()
+        self._free.append(attempt.slot)
+        attempt.done.set()
+
+    async def _cleanup(
+        self, session: CaptureSession | None, handle: BrowserHandle | None, workdir: Path
+    ) -> None:
+        try:
+            if session is not None:
+                await session.close()
+        except CleanupTimeoutError:
+            if handle is not None:
+                log.warning("context of Chromium %d hung on close; killing it", handle.generation)
+                self._pool.kill(handle)
+        except Exception:
+            log.exception("closing an attempt's context failed")
+        finally:
+            if handle is not None:
+                self._pool.release(handle)
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    def _store(self, attempt: Attempt, workdir: Path, data: bytes) -> tuple[ArtifactInfo, Path]:
+        fmt = attempt.render.format
+        staged = workdir / f"artifact.{fmt}"
+        staged.write_bytes(data)
+        final = self._artifact_root / f"{attempt.attempt_id}.{fmt}"
+        os.replace(staged, final)
+        info = ArtifactInfo(
+            format=fmt,
+            content_type=CONTENT_TYPES[fmt],
+            size=len(data),
+            sha256=hashlib.sha256(data).hexdigest(),
+        )
+        return info, final
+
+    def sweep(self) -> int:
+        """Forget terminal attempts older than the TTL and delete their artefacts."""
+        cutoff = self._clock.monotonic() - self._settings.renderer_artifact_ttl_seconds
+        expired = [
+            a
+            for a in self._attempts.values()
+            if a.status.terminal and a.finished_at is not None and a.finished_at <= cutoff
+        ]
+        for attempt in expired:
+            if attempt.artifact_path is not None:
+                attempt.artifact_path.unlink(missing_ok=True)
+            del self._attempts[attempt.attempt_id]
+        return len(expired)
+
+    async def stop(self) -> None:
+        """Fail every active attempt with `RENDER_WORKER_STOPPED` and wait for their cleanup."""
+        self._stopping = True
+        tasks = []
+        for attempt in self._attempts.values():
+            if attempt.task is None or attempt.task.done():
+                continue
+            tasks.append(attempt.task)
+            if not attempt.cancel_requested:
+                attempt.cancel_requested = True
+                attempt.task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        shutil.rmtree(self._artifact_root, ignore_errors=True)
+        shutil.rmtree(self._work_root, ignore_errors=True)

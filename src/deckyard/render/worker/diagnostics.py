@@ -1,0 +1,140 @@
+"""Collects what a page did wrong while rendering: errors, failed requests, overflow, fonts.
+
+Listeners record console errors, uncaught exceptions and failed requests as they happen; the
+egress proxy and the document router report blocked requests; one script run after the page
+settles lists broken images, fonts that failed to load and elements overflowing the viewport.
+Every list is capped at `renderer_diagnostics_max_items` entries of at most
+`renderer_diagnostics_max_chars` characters, and `truncated` says when something was dropped.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from playwright.async_api import ConsoleMessage, Page, Request
+from playwright.async_api import Error as PlaywrightError
+
+from deckyard.render.worker.models import Diagnostics, RequestProblem, Timings
+
+_BLOCKED_BY_US = "net::ERR_BLOCKED_BY_CLIENT"
+
+INSPECT_SCRIPT = """([scanLimit, maxItems]) => {
+  const vw = window.innerWidth, vh = window.innerHeight;
+  const doc = document.documentElement, body = document.body;
+  const overflow = [];
+  const all = body ? body.getElementsByTagName('*') : [];
+  const count = Math.min(all.length, scanLimit);
+  for (let i = 0; i < count && overflow.length < maxItems; i++) {
+    const el = all[i];
+    const r = el.getBoundingClientRect();
+    if (r.width === 0 && r.height === 0) continue;
+    const style = getComputedStyle(el);
+    const clipped = style.overflowX !== 'visible' && el.scrollWidth > el.clientWidth + 1;
+    const outside = r.right > vw + 1 || r.bottom > vh + 1 || r.left < -1 || r.top < -1;
+    if (!outside && !clipped) continue;
+    let name = el.tagName.toLowerCase();
+    if (el.id) name += '#' + el.id;
+    if (el.classList.length) name += '.' + Array.from(el.classList).slice(0, 3).join('.');
+    const where = Math.round(r.left) + ',' + Math.round(r.top) + ' ' +
+      Math.round(r.width) + 'x' + Math.round(r.height);
+    overflow.push(name + ' at ' + where + (clipped ? ' (content clipped)' : ' (outside viewport)'));
+  }
+  return {
+    overflow,
+    width: Math.max(doc.scrollWidth, body ? body.scrollWidth : 0),
+    height: Math.max(doc.scrollHeight, body ? body.scrollHeight : 0),
+    brokenImages: Array.from(document.images)
+      .filter((img) => !img.complete || img.naturalWidth === 0)
+      .map((img) => img.currentSrc || img.src || '(no src)'),
+    fontsNotLoaded: Array.from(document.fonts)
+      .filter((font) => font.status === 'error')
+      .map((font) => font.family),
+  };
+}"""
+
+
+class DiagnosticsCollector:
+    """Accumulates one attempt's diagnostics; `build()` returns them as a model."""
+
+    def __init__(self, max_items: int, max_chars: int) -> None:
+        self._max_items = max_items
+        self._max_chars = max_chars
+        self.truncated = False
+        self.console_errors: list[str] = []
+        self.page_errors: list[str] = []
+        self.failed: list[RequestProblem] = []
+        self.blocked: list[RequestProblem] = []
+        self.broken_images: list[str] = []
+        self.fonts_not_loaded: list[str] = []
+        self.overflow: list[str] = []
+        self.document_width: int | None = None
+        self.document_height: int | None = None
+
+    def _cut(self, text: str) -> str:
+        if len(text) > self._max_chars:
+            self.truncated = True
+            return text[: self._max_chars - 1] + "…"
+        return text
+
+    def _room(self, items: list[Any]) -> bool:
+        if len(items) >= self._max_items:
+            self.truncated = True
+            return False
+        return True
+
+    def add_blocked(self, url: str, reason: str) -> None:
+        """Record a request the renderer refused."""
+        if self._room(self.blocked):
+            self.blocked.append(RequestProblem(url=self._cut(url), reason=self._cut(reason)))
+
+    def _on_console(self, message: ConsoleMessage) -> None:
+        if message.type != "error" or _BLOCKED_BY_US in message.text:
+            return
+        if self._room(self.console_errors):
+            self.console_errors.append(self._cut(message.text))
+
+    def _on_page_error(self, error: PlaywrightError) -> None:
+        if self._room(self.page_errors):
+            self.page_errors.append(self._cut(error.message or str(error)))
+
+    def _on_request_failed(self, request: Request) -> None:
+        failure = request.failure or "failed"
+        if _BLOCKED_BY_US in failure or not self._room(self.failed):
+            return
+        self.failed.append(RequestProblem(url=self._cut(request.url), reason=self._cut(failure)))
+
+    def attach(self, page: Page) -> None:
+        """Start listening to the page's console, exceptions and failed requests."""
+        page.on("console", self._on_console)
+        page.on("pageerror", self._on_page_error)
+        page.on("requestfailed", self._on_request_failed)
+
+    async def inspect(self, page: Page, scan_limit: int) -> None:
+        """Run the settle-time script: broken images, failed fonts, overflow, document size."""
+        found: dict[str, Any] = await page.evaluate(INSPECT_SCRIPT, [scan_limit, self._max_items])
+        self.document_width = int(found["width"])
+        self.document_height = int(found["height"])
+        for key, target in (
+            ("overflow", self.overflow),
+            ("brokenImages", self.broken_images),
+            ("fontsNotLoaded", self.fonts_not_loaded),
+        ):
+            for item in found[key]:
+                if self._room(target):
+                    target.append(self._cut(str(item)))
+
+    def build(self, timings: Timings) -> Diagnostics:
+        """The diagnostics gathered so far."""
+        return Diagnostics(
+            console_errors=self.console_errors,
+            page_errors=self.page_errors,
+            failed_requests=self.failed,
+            blocked_requests=self.blocked,
+            broken_images=self.broken_images,
+            fonts_not_loaded=self.fonts_not_loaded,
+            overflow=self.overflow,
+            document_width=self.document_width,
+            document_height=self.document_height,
+            truncated=self.truncated,
+            timings=timings,
+        )

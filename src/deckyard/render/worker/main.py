@@ -1,0 +1,158 @@
+"""`deckyard renderer`: start the watchdog, the runtime and the HTTP server, and stop cleanly.
+
+On start the renderer prints one JSON line to stdout, `{"event": "listening", "url": ...,
+"worker_id": ..., "epoch": ..., "pid": ...}`, once it accepts requests; supervisors and tests
+read it to learn the port when `--port 0` was given. SIGTERM or SIGINT stop it gracefully: active
+attempts fail with `RENDER_WORKER_STOPPED`, browsers close, the temp root is removed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import uvicorn
+
+from deckyard.config import Settings
+from deckyard.render.worker.app import create_app
+from deckyard.render.worker.pool import ChromiumNotFoundError
+from deckyard.render.worker.processes import EPOCH_ENV
+from deckyard.render.worker.runtime import RendererRuntime
+
+log = logging.getLogger("deckyard.renderer")
+
+
+def generate_secret() -> str:
+    """A fresh random secret suitable for `DECKYARD_RENDERER_SECRET`."""
+    return secrets.token_urlsafe(32)
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(128)
+    sock.set_inheritable(False)
+    return sock
+
+
+def start_watchdog(epoch: str, root: Path, settings: Settings) -> subprocess.Popen[bytes]:
+    """Start the watchdog in its own session, holding its stdin; see `watchdog.py`."""
+    env = {k: v for k, v in os.environ.items() if k != EPOCH_ENV}
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "deckyard.render.worker.watchdog",
+            "--tag",
+            epoch,
+            "--parent",
+            str(os.getpid()),
+            "--root",
+            str(root),
+            "--grace",
+            str(settings.renderer_watchdog_grace_seconds),
+        ],
+        stdin=subprocess.PIPE,
+        env=env,
+        start_new_session=True,
+    )
+
+
+def _tell_watchdog(watchdog: subprocess.Popen[bytes], pgid: int) -> None:
+    if watchdog.stdin is not None:
+        watchdog.stdin.write(f"pgid {pgid}\n".encode("ascii"))
+        watchdog.stdin.flush()
+
+
+def _stop_watchdog(watchdog: subprocess.Popen[bytes], settings: Settings) -> None:
+    if watchdog.stdin is not None:
+        watchdog.stdin.close()
+    try:
+        watchdog.wait(timeout=settings.renderer_watchdog_grace_seconds + 1)
+    except subprocess.TimeoutExpired:
+        watchdog.kill()
+        watchdog.wait()
+
+
+async def serve(settings: Settings) -> None:
+    """Run the renderer until SIGTERM or SIGINT."""
+    epoch = secrets.token_hex(8)
+    base = settings.renderer_tmp_dir or Path(tempfile.gettempdir())
+    root = base / f"dyr-{epoch}"
+    (root / "b").mkdir(parents=True)
+    os.environ[EPOCH_ENV] = epoch
+    os.environ["TMPDIR"] = str(root / "b")
+    watchdog = start_watchdog(epoch, root, settings)
+    sock: socket.socket | None = None
+    runtime: RendererRuntime | None = None
+    try:
+        sock = _bind(settings.renderer_host, settings.renderer_port)
+        host, port = sock.getsockname()[:2]
+        worker_id = settings.renderer_worker_id or f"{socket.gethostname()}:{port}"
+        runtime = RendererRuntime(
+            settings,
+            epoch=epoch,
+            worker_id=worker_id,
+            root=root,
+            on_process_group=lambda pgid: _tell_watchdog(watchdog, pgid),
+        )
+        await runtime.start()
+        config = uvicorn.Config(
+            create_app(runtime), log_level="warning", access_log=False, lifespan="off"
+        )
+        server = uvicorn.Server(config)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda _signum, _frame: None)
+        shown = f"[{host}]" if ":" in host else host
+        ready = {
+            "event": "listening",
+            "url": f"http://{shown}:{port}",
+            "worker_id": worker_id,
+            "epoch": epoch,
+            "pid": os.getpid(),
+        }
+        print(json.dumps(ready), flush=True)
+        await server.serve(sockets=[sock])
+    finally:
+        if runtime is not None:
+            await runtime.stop()
+        if sock is not None:
+            sock.close()
+        _stop_watchdog(watchdog, settings)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def run_renderer(settings: Settings) -> None:
+    """Entry point of `deckyard renderer`; exits 2 without a secret, 1 without Chromium."""
+    logging.basicConfig(
+        level=logging.INFO,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    if not settings.renderer_secret:
+        print(
+            "deckyard: the renderer needs a shared secret: set DECKYARD_RENDERER_SECRET (16+ "
+            "characters) or pass --secret-file; `deckyard renderer --generate-secret` prints one.",
+            file=sys.stderr,
+        )
+        raise SystemExit(2)
+    try:
+        asyncio.run(serve(settings))
+    except ChromiumNotFoundError as exc:
+        print(f"deckyard: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
+    except OSError as exc:
+        print(f"deckyard: cannot start the renderer: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None

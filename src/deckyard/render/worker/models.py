@@ -1,0 +1,213 @@
+"""Request, receipt and diagnostics models of the renderer's control API, and input limits.
+
+Pydantic checks shapes; `check_limits` checks the bounds that come from settings (dimensions,
+pixels, scale, document size, timeout), so both produce a 422 naming the offending field.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from deckyard.config import Settings
+
+ATTEMPT_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+IMAGE_FORMATS = ("png", "jpeg", "webp", "pdf")
+CONTENT_TYPES = {
+    "png": "image/png",
+    "jpeg": "image/jpeg",
+    "webp": "image/webp",
+    "pdf": "application/pdf",
+}
+
+
+class AttemptStatus(StrEnum):
+    """Where an attempt is in its life, as reported in receipts."""
+
+    ACCEPTED = "accepted"
+    RUNNING = "running"
+    CLEANING = "cleaning"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    UNKNOWN = "unknown"
+
+    @property
+    def terminal(self) -> bool:
+        """Whether the attempt will not change any more."""
+        return self in (AttemptStatus.SUCCEEDED, AttemptStatus.FAILED, AttemptStatus.CANCELLED)
+
+
+class WaitRules(BaseModel):
+    """What to wait for before capturing; `document.fonts.ready` is always awaited too."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    until: Literal["load", "domcontentloaded", "networkidle"] = "load"
+    selector: str | None = Field(None, min_length=1, max_length=1000)
+    expression: str | None = Field(None, min_length=1, max_length=10_000)
+    delay_ms: int = Field(0, ge=0)
+
+
+class RenderInput(BaseModel):
+    """One render: a self-contained HTML document or a URL, and how to capture it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    document: str | None = None
+    url: str | None = Field(None, min_length=1, max_length=8192)
+    width: int = Field(1920, ge=1)
+    height: int = Field(1080, ge=1)
+    scale: float = Field(1.0, gt=0)
+    full_page: bool = False
+    clip_selector: str | None = Field(None, min_length=1, max_length=1000)
+    format: Literal["png", "jpeg", "webp", "pdf"] = "png"
+    quality: int | None = Field(None, ge=1, le=100)
+    omit_background: bool = False
+    media: Literal["screen", "print"] = "screen"
+    wait: WaitRules = Field(default_factory=WaitRules)
+    timeout_seconds: float | None = Field(None, gt=0)
+    fail_on_page_error: bool = False
+
+    @model_validator(mode="after")
+    def _one_source(self) -> RenderInput:
+        if (self.document is None) == (self.url is None):
+            raise ValueError("give exactly one of document or url")
+        if self.quality is not None and self.format not in ("jpeg", "webp"):
+            raise ValueError("quality applies only to jpeg and webp")
+        if self.clip_selector is not None and self.full_page:
+            raise ValueError("clip_selector and full_page exclude each other")
+        return self
+
+    def fingerprint(self) -> str:
+        """SHA-256 of the canonical JSON form, to tell a resubmission from a different input."""
+        return hashlib.sha256(self.model_dump_json().encode("utf-8")).hexdigest()
+
+
+class AttemptRequest(RenderInput):
+    """`POST /v1/attempts`: a render under a caller-chosen attempt id."""
+
+    attempt_id: str = Field(pattern=ATTEMPT_ID_PATTERN)
+
+
+class RequestProblem(BaseModel):
+    """A request that failed or was blocked, with the reason."""
+
+    url: str
+    reason: str
+
+
+class Timings(BaseModel):
+    """Milliseconds spent per phase; `capture` includes Chromium's own encoding."""
+
+    navigate_ms: float = 0.0
+    settle_ms: float = 0.0
+    capture_ms: float = 0.0
+    encode_ms: float = 0.0
+    total_ms: float = 0.0
+
+
+class Diagnostics(BaseModel):
+    """What the page did wrong or oddly while rendering; lists are capped by settings."""
+
+    console_errors: list[str] = Field(default_factory=list)
+    page_errors: list[str] = Field(default_factory=list)
+    failed_requests: list[RequestProblem] = Field(default_factory=list)
+    blocked_requests: list[RequestProblem] = Field(default_factory=list)
+    broken_images: list[str] = Field(default_factory=list)
+    fonts_not_loaded: list[str] = Field(default_factory=list)
+    overflow: list[str] = Field(default_factory=list)
+    document_width: int | None = None
+    document_height: int | None = None
+    truncated: bool = False
+    timings: Timings = Field(default_factory=Timings)
+
+
+class ArtifactInfo(BaseModel):
+    """The stored result of a succeeded attempt."""
+
+    format: str
+    content_type: str
+    size: int
+    sha256: str
+
+
+class Receipt(BaseModel):
+    """An attempt's state as the renderer knows it now."""
+
+    attempt_id: str
+    status: AttemptStatus
+    worker_id: str
+    epoch: str
+    slot: int | None = None
+    error_code: str | None = None
+    error_kind: str | None = None
+    retryable: bool | None = None
+    message: str | None = None
+    diagnostics: Diagnostics | None = None
+    artifact: ArtifactInfo | None = None
+
+
+class Capabilities(BaseModel):
+    """`GET /v1/capabilities`: who this renderer is and what it can do."""
+
+    worker_id: str
+    epoch: str
+    slots: int
+    free_slots: int
+    browser_version: str
+    browser_generation: int
+    formats: list[str]
+    max_dimension: int
+    max_pixels: int
+    max_scale: float
+    max_timeout_seconds: float
+
+
+@dataclass(frozen=True)
+class FieldProblem:
+    """One invalid input field and what is wrong with it."""
+
+    field: str
+    message: str
+
+
+def check_limits(render: RenderInput, settings: Settings) -> list[FieldProblem]:
+    """Bounds from settings that pydantic cannot know; an empty list means the input is fine."""
+    problems: list[FieldProblem] = []
+    top = settings.renderer_max_dimension
+    for name, value in (("width", render.width), ("height", render.height)):
+        if value > top:
+            problems.append(FieldProblem(name, f"must be at most {top}"))
+    if render.scale > settings.renderer_max_scale:
+        problems.append(FieldProblem("scale", f"must be at most {settings.renderer_max_scale}"))
+    device_pixels = render.width * render.height * render.scale * render.scale
+    if device_pixels > settings.renderer_max_pixels:
+        problems.append(
+            FieldProblem(
+                "width",
+                f"width x height x scale^2 must be at most {settings.renderer_max_pixels}",
+            )
+        )
+    if render.document is not None:
+        size = len(render.document.encode("utf-8"))
+        if size > settings.renderer_max_document_bytes:
+            problems.append(
+                FieldProblem(
+                    "document", f"must be at most {settings.renderer_max_document_bytes} bytes"
+                )
+            )
+    timeout = render.timeout_seconds
+    if timeout is not None and timeout > settings.renderer_max_timeout_seconds:
+        problems.append(
+            FieldProblem(
+                "timeout_seconds", f"must be at most {settings.renderer_max_timeout_seconds}"
+            )
+        )
+    if render.wait.delay_ms / 1000 > settings.renderer_max_timeout_seconds:
+        problems.append(FieldProblem("wait.delay_ms", "must be shorter than the maximum timeout"))
+    return problems

@@ -1,0 +1,255 @@
+"""The browser pool: one warm Chromium at a time, relaunched on crash, hang or recycle.
+
+Attempts share the current browser, each in its own fresh context. When the browser disconnects
+(crashed or killed), its attempts fail with `RENDER_BROWSER_CRASHED` and the next acquire
+launches a new one. A probe sends `Browser.getVersion` over CDP every
+`renderer_probe_interval_seconds`; no answer within `renderer_probe_timeout_seconds` means the
+browser hangs, and it is killed. After `renderer_recycle_after_renders` renders a browser retires:
+new attempts go to a fresh browser and the old one closes when its last attempt ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+from playwright.async_api import Browser, CDPSession, Playwright, async_playwright
+from playwright.async_api import Error as PlaywrightError
+
+from deckyard.config import Settings
+from deckyard.render.worker.processes import (
+    BROWSER_ENV,
+    browser_main_pgid,
+    children_of,
+    kill_groups,
+    kill_tagged,
+)
+
+log = logging.getLogger(__name__)
+
+DEBIAN_CHROMIUM = Path("/usr/bin/chromium")
+CLOSED_NETWORK_ARGS = (
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--no-default-browser-check",
+    "--disable-quic",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-extensions",
+    "--disable-default-apps",
+    "--disable-breakpad",
+    "--disable-domain-reliability",
+    "--dns-prefetch-disable",
+    "--mute-audio",
+    "--hide-scrollbars",
+    "--password-store=basic",
+    "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
+    "--disable-features=Translate,OptimizationHints,MediaRouter,DialMediaRouteProvider,"
+    "AutofillServerCommunication,CertificateTransparencyComponentUpdater",
+)
+
+
+class ChromiumNotFoundError(RuntimeError):
+    """No usable Chromium: neither the configured path, Debian's, nor Playwright's own."""
+
+
+def find_chromium(settings: Settings, playwright_default: str | None) -> Path:
+    """The Chromium to launch: the configured path, else Debian's, else Playwright's own."""
+    tried: list[str] = []
+    candidates: list[tuple[str, Path | None]] = [
+        ("DECKYARD_CHROMIUM_PATH", settings.chromium_path),
+        ("Debian chromium", DEBIAN_CHROMIUM),
+        ("Playwright's Chromium", Path(playwright_default) if playwright_default else None),
+    ]
+    for label, path in candidates:
+        if path is not None and path.is_file() and os.access(path, os.X_OK):
+            return path
+        tried.append(f"{label} ({path or 'not set'})")
+    raise ChromiumNotFoundError(
+        "no Chromium found; tried " + ", ".join(tried) + ". Install Debian's `chromium` package "
+        "or set DECKYARD_CHROMIUM_PATH."
+    )
+
+
+class BrowserHandle:
+    """One launched Chromium with its bookkeeping; `gone` is set when it disconnects."""
+
+    def __init__(self, browser: Browser, generation: int, tag: str, pgid: int | None) -> None:
+        self.browser = browser
+        self.generation = generation
+        self.tag = tag
+        self.pgid = pgid
+        self.renders = 0
+        self.in_flight = 0
+        self.retiring = False
+        self.gone = asyncio.Event()
+        self.cdp: CDPSession | None = None
+        browser.on("disconnected", lambda _browser: self._on_disconnected())
+
+    def _on_disconnected(self) -> None:
+        self.gone.set()
+        self.kill()
+
+    def kill(self) -> None:
+        """SIGKILL this Chromium's process group and its tagged helpers."""
+        if self.pgid is not None:
+            kill_groups([self.pgid])
+        kill_tagged(BROWSER_ENV, self.tag)
+
+
+class BrowserPool:
+    """Launches, shares, probes, recycles and replaces Chromium; see the module docstring."""
+
+    def __init__(
+        self, settings: Settings, epoch: str, on_process_group: Callable[[int], None]
+    ) -> None:
+        self._settings = settings
+        self._on_process_group = on_process_group
+        self.driver_pids: set[int] = set()
+        self.process_groups: set[int] = set()
+        self._epoch = epoch
+        self._playwright: Playwright | None = None
+        self._executable: Path | None = None
+        self._current: BrowserHandle | None = None
+        self._retiring: set[BrowserHandle] = set()
+        self._lock = asyncio.Lock()
+        self._generation = 0
+        self._probe_task: asyncio.Task[None] | None = None
+        self._background: set[asyncio.Task[None]] = set()
+        self.version = ""
+
+    @property
+    def generation(self) -> int:
+        """How many browsers this pool has launched."""
+        return self._generation
+
+    @property
+    def executable(self) -> Path | None:
+        """The Chromium binary in use, once started."""
+        return self._executable
+
+    async def start(self) -> None:
+        """Start Playwright's driver, find Chromium, launch the first browser and the probe."""
+        before = set(children_of(os.getpid()))
+        self._playwright = await async_playwright().start()
+        self.driver_pids = set(children_of(os.getpid())) - before
+        self._executable = find_chromium(self._settings, self._playwright.chromium.executable_path)
+        async with self._lock:
+            self._current = await self._launch()
+        self._probe_task = asyncio.create_task(self._probe_loop())
+
+    async def _launch(self) -> BrowserHandle:
+        assert self._playwright is not None
+        self._generation += 1
+        tag = f"{self._epoch}-{self._generation}"
+        browser = await self._playwright.chromium.launch(
+            executable_path=self._executable,
+            args=list(CLOSED_NETWORK_ARGS),
+            chromium_sandbox=os.geteuid() != 0,
+            env={**os.environ, BROWSER_ENV: tag},
+            handle_sigint=False,
+            handle_sigterm=False,
+            handle_sighup=False,
+            timeout=self._settings.renderer_launch_timeout_seconds * 1000,
+        )
+        self.version = browser.version
+        pgid = browser_main_pgid(tag)
+        if pgid is not None:
+            self.process_groups.add(pgid)
+            self._on_process_group(pgid)
+        log.info("launched Chromium %s (generation %d)", self.version, self._generation)
+        return BrowserHandle(browser, self._generation, tag, pgid)
+
+    async def acquire(self) -> BrowserHandle:
+        """The browser to render on, launching a new one if the current one is gone or retiring."""
+        async with self._lock:
+            current = self._current
+            if current is None or current.gone.is_set() or current.retiring:
+                self._current = current = await self._launch()
+            current.in_flight += 1
+            return current
+
+    def release(self, handle: BrowserHandle) -> None:
+        """Return a browser after an attempt; retire it once it has rendered enough."""
+        handle.in_flight -= 1
+        handle.renders += 1
+        if handle.renders >= self._settings.renderer_recycle_after_renders:
+            handle.retiring = True
+        if handle.retiring and handle.in_flight == 0 and handle not in self._retiring:
+            self._retiring.add(handle)
+            self._spawn(self._close(handle))
+
+    def kill(self, handle: BrowserHandle) -> None:
+        """SIGKILL a browser and its helpers; its attempts then fail as crashed."""
+        handle.retiring = True
+        handle.kill()
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _close(self, handle: BrowserHandle) -> None:
+        try:
+            async with asyncio.timeout(self._settings.renderer_launch_timeout_seconds):
+                await handle.browser.close()
+        except (TimeoutError, PlaywrightError):
+            self.kill(handle)
+        finally:
+            self._retiring.discard(handle)
+
+    async def probe_once(self) -> bool:
+        """Check the current browser answers over CDP in time; kill it if it does not."""
+        handle = self._current
+        if handle is None or handle.gone.is_set():
+            return True
+        try:
+            async with asyncio.timeout(self._settings.renderer_probe_timeout_seconds):
+                if handle.cdp is None:
+                    handle.cdp = await handle.browser.new_browser_cdp_session()
+                await handle.cdp.send("Browser.getVersion")
+        except TimeoutError:
+            log.warning(
+                "Chromium generation %d did not answer the probe; killing it", handle.generation
+            )
+            self.kill(handle)
+            return False
+        except PlaywrightError:
+            return handle.gone.is_set()
+        return True
+
+    async def _probe_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self._settings.renderer_probe_interval_seconds)
+            try:
+                await self.probe_once()
+            except Exception:
+                log.exception("browser probe failed")
+
+    async def stop(self) -> None:
+        """Stop probing, close every browser (killing those that do not close) and the driver."""
+        if self._probe_task is not None:
+            self._probe_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._probe_task
+        handles = [h for h in (self._current, *self._retiring) if h is not None]
+        self._current = None
+        await asyncio.gather(*(self._close(h) for h in handles), return_exceptions=True)
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
+        if self._playwright is not None:
+            await self._playwright.stop()
+            self._playwright = None
+
+
+def remove_tree(path: Path) -> None:
+    """Delete a directory tree, ignoring what is already gone."""
+    shutil.rmtree(path, ignore_errors=True)

@@ -1,0 +1,151 @@
+"""Process hygiene for the renderer: subreaping, reaping, and killing tagged processes.
+
+Chromium forks helpers that outlive their parent when it crashes. The renderer marks itself a
+child subreaper (`PR_SET_CHILD_SUBREAPER`), so orphans are re-parented to it instead of to PID 1,
+and reaps them. Every process the renderer starts inherits an environment tag
+(`DECKYARD_RENDERER_EPOCH`, plus `DECKYARD_BROWSER_TAG` per browser launch); killing "every process
+carrying this tag" finds them wherever they were re-parented, which is also how the watchdog
+cleans up after a renderer that was itself SIGKILLed. Reading another process's environment needs
+the same user (or root); a process that changed its uid or became non-dumpable escapes the scan.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import signal
+from collections.abc import Iterable
+
+EPOCH_ENV = "DECKYARD_RENDERER_EPOCH"
+BROWSER_ENV = "DECKYARD_BROWSER_TAG"
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper() -> bool:
+    """Ask the kernel to re-parent orphaned descendants to this process; False if unsupported."""
+    libc_name = ctypes.util.find_library("c")
+    if libc_name is None:
+        return False
+    libc = ctypes.CDLL(libc_name, use_errno=True)
+    return int(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
+
+
+def _environ(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            return handle.read()
+    except OSError:
+        return b""
+
+
+def _pids() -> Iterable[int]:
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            yield int(name)
+
+
+def tagged_pids(name: str, value: str, exclude: Iterable[int] = ()) -> list[int]:
+    """Live processes whose initial environment holds `name=value`, minus `exclude`."""
+    needle = f"{name}={value}".encode()
+    skip = {os.getpid(), *exclude}
+    found = []
+    for pid in _pids():
+        if pid in skip:
+            continue
+        if needle in _environ(pid).split(b"\0"):
+            found.append(pid)
+    return found
+
+
+def kill_pids(pids: Iterable[int], sig: signal.Signals = signal.SIGKILL) -> int:
+    """Send `sig` to each pid that still exists; return how many were signalled."""
+    sent = 0
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+            sent += 1
+        except (ProcessLookupError, PermissionError):
+            continue
+    return sent
+
+
+def kill_groups(pgids: Iterable[int]) -> None:
+    """SIGKILL every process in each process group, never this process's own group."""
+    own = os.getpgid(0)
+    for pgid in pgids:
+        if pgid <= 1 or pgid == own:
+            continue
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            continue
+
+
+def browser_main_pgid(tag: str) -> int | None:
+    """The process group of the Chromium launched with `DECKYARD_BROWSER_TAG=tag`.
+
+    Chromium's helpers (zygotes, GPU, network, renderers) do not inherit the environment tag,
+    but they stay in the main process's group, which Playwright makes a group of its own.
+    """
+    for pid in tagged_pids(BROWSER_ENV, tag):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                cmdline = handle.read()
+            if b"--type=" in cmdline or b"crashpad" in cmdline:
+                continue
+            return os.getpgid(pid)
+        except (OSError, ProcessLookupError):
+            continue
+    return None
+
+
+def kill_tagged(name: str, value: str, exclude: Iterable[int] = ()) -> int:
+    """SIGKILL every process carrying the tag; return how many were signalled."""
+    return kill_pids(tagged_pids(name, value, exclude))
+
+
+def _stat(pid: int) -> list[str]:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            stat = handle.read()
+    except OSError:
+        return []
+    return stat.rpartition(")")[2].split()
+
+
+def _children_of(pid: int) -> list[int]:
+    children: list[int] = []
+    for child in _pids():
+        fields = _stat(child)
+        if len(fields) > 1 and fields[1] == str(pid):
+            children.append(child)
+    return children
+
+
+def _is_zombie(pid: int) -> bool:
+    fields = _stat(pid)
+    return bool(fields) and fields[0] == "Z"
+
+
+def reap_adopted(protected: set[int]) -> int:
+    """Reap exited children that this process did not start itself; return how many.
+
+    Children in `protected` (the Playwright driver, the watchdog) are waited for by their own
+    owners; reaping them here would steal their exit status.
+    """
+    reaped = 0
+    for pid in _children_of(os.getpid()):
+        if pid in protected or not _is_zombie(pid):
+            continue
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            continue
+        reaped += 1 if done else 0
+    return reaped
+
+
+def children_of(pid: int) -> list[int]:
+    """Direct children of `pid`, found by scanning `/proc/*/stat`."""
+    return _children_of(pid)

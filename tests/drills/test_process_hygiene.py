@@ -1,0 +1,87 @@
+"""Process drills: a SIGKILLed renderer leaves no Chromium; a renderer without a secret refuses."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from deckyard.render.signing import HmacAuth
+from tests.drills.conftest import LIVE
+from tests.drills.support import DECKYARD, SECRET, DrillSite, chromium_outside, processes
+
+pytestmark = [pytest.mark.chromium, pytest.mark.processes]
+
+HARNESS = Path(__file__).with_name("harness_parent.py")
+
+
+def test_sigkilled_renderer_takes_its_chromium_with_it(site: DrillSite) -> None:
+    tmp_dir = Path(tempfile.mkdtemp(prefix="dyk-"))
+    env = {
+        **os.environ,
+        "DECKYARD_RENDERER_SECRET": SECRET,
+        "DECKYARD_RENDERER_TMP_DIR": str(tmp_dir),
+        "DECKYARD_RENDERER_URL_ALLOW_HOSTS": f'["127.0.0.1:{site.port}"]',
+    }
+    harness = subprocess.Popen(
+        [sys.executable, str(HARNESS), DECKYARD, "renderer", "--port", "0"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=env,
+    )
+    assert harness.stdout is not None and harness.stdin is not None
+    try:
+        ready = json.loads(harness.stdout.readline())
+        renderer_pid = ready["pid"]
+        with httpx.Client(base_url=ready["url"], auth=HmacAuth(SECRET), timeout=30) as client:
+            body = {"attempt_id": "doomed", "url": f"{site.base}/hanging-page"}
+            assert client.post("/v1/attempts", json=body).status_code == 202
+            deadline = time.monotonic() + 10
+            while client.get("/v1/attempts/doomed").json()["status"] != "running":
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+        table = processes()
+        assert any(exe.startswith("/usr/lib/chromium/") for _c, _s, _p, exe in table.values())
+        os.kill(renderer_pid, signal.SIGKILL)
+        deadline = time.monotonic() + 5
+        while chromium_outside(set(LIVE)) or any(tmp_dir.iterdir()):
+            assert time.monotonic() < deadline, (
+                f"left after SIGKILL: {chromium_outside(set(LIVE))}, {list(tmp_dir.iterdir())}"
+            )
+            time.sleep(0.1)
+        orphans = [
+            pid
+            for pid, (_c, state, ppid, _e) in processes().items()
+            if ppid == harness.pid and state == "Z"
+        ]
+        deadline = time.monotonic() + 5
+        while orphans and time.monotonic() < deadline:
+            time.sleep(0.1)
+            orphans = [p for p in orphans if Path(f"/proc/{p}").exists()]
+        assert not orphans
+    finally:
+        harness.stdin.close()
+        assert harness.wait(timeout=15) == 0
+        harness.stdout.close()
+    tmp_dir.rmdir()
+
+
+def test_renderer_without_a_secret_refuses_to_start() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "DECKYARD_RENDERER_SECRET"}
+    result = subprocess.run(
+        [DECKYARD, "renderer", "--port", "0"], env=env, capture_output=True, timeout=60
+    )
+    assert result.returncode == 2
+    assert b"DECKYARD_RENDERER_SECRET" in result.stderr
+    generated = subprocess.run(
+        [DECKYARD, "renderer", "--generate-secret"], capture_output=True, timeout=60, check=True
+    )
+    assert len(generated.stdout.strip()) >= 32

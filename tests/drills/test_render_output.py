@@ -1,0 +1,182 @@
+"""Real renders: exact sizes, pixels, CJK glyphs, formats, scale, diagnostics and isolation."""
+
+from __future__ import annotations
+
+import hashlib
+
+import httpx
+import pytest
+
+from tests.drills.support import SECRET, DrillSite, RendererProcess, decode_png, ink, pixel
+
+pytestmark = pytest.mark.chromium
+
+BOX_PAGE = """<html><body style="margin:0;background:#ffffff">
+<div style="position:absolute;left:40px;top:30px;width:100px;height:60px;background:rgb(255,0,0)">
+</div>
+<div style="position:absolute;left:200px;top:30px;width:50px;height:50px;background:rgb(0,0,255)">
+</div></body></html>"""
+
+
+def glyph_page(text: str) -> str:
+    return (
+        '<html><body style="margin:0;background:#fff">'
+        f'<p style="margin:0;font-size:80px;line-height:100px;color:#000">{text}</p></body></html>'
+    )
+
+
+def render(renderer: RendererProcess, **body: object) -> httpx.Response:
+    return renderer.client.post("/v1/render", json=body)
+
+
+def test_png_has_exact_size_and_pixels_at_known_coordinates(renderer: RendererProcess) -> None:
+    response = render(renderer, document=BOX_PAGE, width=320, height=200)
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"] == "image/png"
+    assert (
+        response.headers["x-deckyard-artifact-sha256"]
+        == hashlib.sha256(response.content).hexdigest()
+    )
+    assert int(response.headers["x-deckyard-artifact-size"]) == len(response.content)
+    image = decode_png(response.content)
+    assert image[:2] == (320, 200)
+    assert pixel(image, 90, 60) == (255, 0, 0)
+    assert pixel(image, 225, 55) == (0, 0, 255)
+    assert pixel(image, 10, 150) == (255, 255, 255)
+
+
+def test_device_scale_two_doubles_the_pixels(renderer: RendererProcess) -> None:
+    response = render(renderer, document=BOX_PAGE, width=320, height=200, scale=2)
+    image = decode_png(response.content)
+    assert image[:2] == (640, 400)
+    assert pixel(image, 180, 120) == (255, 0, 0)
+    assert pixel(image, 450, 110) == (0, 0, 255)
+
+
+def test_cjk_text_renders_real_glyphs_not_tofu(renderer: RendererProcess) -> None:
+    images = []
+    for text in ("你", "好", "界"):
+        response = render(renderer, document=glyph_page(text), width=120, height=110)
+        images.append(decode_png(response.content))
+    coverages = [ink(image) for image in images]
+    assert all(c > 300 for c in coverages), coverages
+    # Missing glyphs all fall back to the same .notdef box; real glyphs differ from each other.
+    assert len({tuple(image[2]) for image in images}) == 3
+
+
+@pytest.mark.parametrize(
+    ("fmt", "magic"),
+    [("jpeg", b"\xff\xd8\xff"), ("webp", b"RIFF"), ("pdf", b"%PDF-")],
+)
+def test_other_formats(renderer: RendererProcess, fmt: str, magic: bytes) -> None:
+    response = render(renderer, document=BOX_PAGE, width=320, height=200, format=fmt)
+    assert response.status_code == 200, response.text
+    assert response.content.startswith(magic)
+    if fmt == "webp":
+        assert response.content[8:12] == b"WEBP"
+
+
+def test_attempt_api_gives_receipt_artifact_and_is_idempotent(renderer: RendererProcess) -> None:
+    body = {"attempt_id": "output-1", "document": BOX_PAGE, "width": 320, "height": 200}
+    first = renderer.client.post("/v1/attempts", json=body)
+    assert first.status_code == 202
+    assert first.json()["status"] in ("accepted", "running")
+    again = renderer.client.post("/v1/attempts", json=body)
+    assert again.status_code == 200
+    receipt = renderer.wait_terminal("output-1")
+    assert receipt["status"] == "succeeded"
+    artifact = renderer.client.get("/v1/attempts/output-1/artifact")
+    assert hashlib.sha256(artifact.content).hexdigest() == receipt["artifact"]["sha256"]
+    assert receipt["artifact"]["size"] == len(artifact.content)
+    other = renderer.client.post("/v1/attempts", json={**body, "width": 100})
+    assert other.status_code == 409
+    batch = renderer.client.get("/v1/attempts", params={"ids": "output-1,never-seen"}).json()
+    assert [r["status"] for r in batch["receipts"]] == ["succeeded", "unknown"]
+    caps = renderer.client.get("/v1/capabilities").json()
+    assert caps["epoch"] == renderer.ready["epoch"]
+    assert caps["formats"] == ["png", "jpeg", "webp", "pdf"]
+
+
+def test_diagnostics_report_page_problems(renderer: RendererProcess) -> None:
+    page = """<html><body style="margin:0">
+    <img src="http://example.com/missing.png">
+    <div id="wide" style="position:absolute;left:0;top:0;width:900px;height:10px"></div>
+    <script>console.error("boom in console"); setTimeout(() => { throw new Error("kaput") });
+    </script></body></html>"""
+    body = {"attempt_id": "diag-1", "document": page, "width": 400, "height": 300}
+    body["wait"] = {"delay_ms": 100}
+    assert renderer.client.post("/v1/attempts", json=body).status_code == 202
+    diagnostics = renderer.wait_terminal("diag-1")["diagnostics"]
+    assert "boom in console" in diagnostics["console_errors"]
+    assert any("kaput" in e for e in diagnostics["page_errors"])
+    assert [b["url"] for b in diagnostics["blocked_requests"]] == ["http://example.com/missing.png"]
+    assert diagnostics["broken_images"] == ["http://example.com/missing.png"]
+    assert any(o.startswith("div#wide") for o in diagnostics["overflow"])
+    assert diagnostics["timings"]["capture_ms"] > 0
+
+
+def test_fresh_context_per_attempt_leaks_nothing(
+    renderer: RendererProcess, site: DrillSite
+) -> None:
+    start = len(site.log.paths)
+    for attempt in ("leak-1", "leak-2"):
+        body = {"attempt_id": attempt, "url": f"{site.base}/storage", "width": 200, "height": 100}
+        body["wait"] = {"until": "networkidle"}
+        assert renderer.client.post("/v1/attempts", json=body).status_code == 202
+        assert renderer.wait_terminal(attempt)["status"] == "succeeded"
+    paths = site.log.paths[start:]
+    cookies = site.log.cookies[start:]
+    assert "/saw-leftover" not in paths
+    assert paths.count("/cached.css") == 2, paths
+    storage_cookies = [c for p, c in zip(paths, cookies, strict=True) if p == "/storage"]
+    assert storage_cookies == ["", ""], storage_cookies
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"document": "x", "width": 0}, "width"),
+        ({"document": "x", "width": 100_000}, "width"),
+        ({"document": "x", "scale": 50}, "scale"),
+        ({"document": "x", "format": "gif"}, "format"),
+        ({"document": "x", "quality": 50}, "body"),
+        ({"document": "x", "url": "http://example.com"}, "body"),
+        ({"document": "x", "timeout_seconds": 100_000}, "timeout_seconds"),
+        ({"document": "x", "wait": {"until": "forever"}}, "wait.until"),
+        ({"document": "x", "surprise": 1}, "surprise"),
+        ({"url": "not a url"}, "url"),
+    ],
+)
+def test_bad_inputs_get_422_naming_the_field(
+    renderer: RendererProcess, body: dict[str, object], field: str
+) -> None:
+    response = renderer.client.post("/v1/render", json=body)
+    assert response.status_code == 422, response.text
+    assert response.json()["field"] == field
+    attempt = renderer.client.post("/v1/attempts", json={"attempt_id": "bad!id", "document": "x"})
+    assert attempt.status_code == 422
+    assert attempt.json()["field"] == "attempt_id"
+    garbage = renderer.client.post("/v1/attempts", content=b"{not json")
+    assert garbage.status_code == 422
+
+
+def test_unsigned_wrong_and_stale_requests_get_401(renderer: RendererProcess) -> None:
+    plain = httpx.Client(base_url=renderer.url)
+    try:
+        assert plain.get("/healthz").status_code == 200
+        assert plain.get("/v1/capabilities").status_code == 401
+        assert plain.post("/v1/render", json={"document": "x"}).status_code == 401
+        wrong = {"X-Deckyard-Timestamp": "1", "X-Deckyard-Signature": "v1=00"}
+        assert plain.get("/v1/capabilities", headers=wrong).status_code == 401
+        from deckyard.render.signing import sign
+
+        stale_ts = "1000000000"
+        stale = {
+            "X-Deckyard-Timestamp": stale_ts,
+            "X-Deckyard-Signature": sign(SECRET, "GET", b"/v1/capabilities", stale_ts, b""),
+        }
+        response = plain.get("/v1/capabilities", headers=stale)
+        assert response.status_code == 401
+        assert "skew" in response.json()["message"]
+    finally:
+        plain.close()

@@ -1,0 +1,76 @@
+"""Render input validation: shapes by pydantic, limits from settings, and error kinds."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from deckyard.config import Settings
+from deckyard.render.errors import ErrorKind, RenderErrorCode, error_kind, is_retryable
+from deckyard.render.worker.models import AttemptRequest, RenderInput, check_limits
+
+
+def settings() -> Settings:
+    return Settings.load(renderer_max_dimension=4000, renderer_max_pixels=4000 * 3000)
+
+
+def test_defaults_are_a_full_hd_png() -> None:
+    render = RenderInput(document="<p>x</p>")
+    assert (render.width, render.height, render.format, render.scale) == (1920, 1080, "png", 1.0)
+    assert check_limits(render, settings()) == []
+
+
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [
+        ({"width": 4001}, "width"),
+        ({"height": 5000}, "height"),
+        ({"width": 4000, "height": 3000, "scale": 2}, "width"),
+        ({"scale": 5}, "scale"),
+        ({"timeout_seconds": 10_000}, "timeout_seconds"),
+    ],
+)
+def test_limits_name_the_field(fields: dict[str, object], expected: str) -> None:
+    render = RenderInput.model_validate({"document": "x", **fields})
+    assert check_limits(render, settings())[0].field == expected
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {},
+        {"document": "x", "url": "http://a/"},
+        {"document": "x", "format": "png", "quality": 80},
+        {"document": "x", "full_page": True, "clip_selector": "#a"},
+        {"document": "x", "width": -1},
+        {"document": "x", "extra": 1},
+    ],
+)
+def test_invalid_shapes_are_rejected(fields: dict[str, object]) -> None:
+    with pytest.raises(ValidationError):
+        RenderInput.model_validate(fields)
+
+
+def test_attempt_ids_are_safe_file_names() -> None:
+    AttemptRequest.model_validate({"attempt_id": "job-1.attempt:2", "document": "x"})
+    for bad in ("../etc", "", "a/b", "x" * 200):
+        with pytest.raises(ValidationError):
+            AttemptRequest.model_validate({"attempt_id": bad, "document": "x"})
+
+
+def test_fingerprint_tells_inputs_apart() -> None:
+    one = RenderInput(document="a")
+    assert one.fingerprint() == RenderInput(document="a").fingerprint()
+    assert one.fingerprint() != RenderInput(document="a", width=10).fingerprint()
+
+
+def test_error_kinds_are_never_confused() -> None:
+    assert error_kind(RenderErrorCode.BROWSER_CRASHED) is ErrorKind.INFRASTRUCTURE
+    assert error_kind(RenderErrorCode.SSRF_BLOCKED) is ErrorKind.CONTENT
+    assert error_kind(RenderErrorCode.CANCELLED) is ErrorKind.CANCELLED
+    assert is_retryable(RenderErrorCode.DEADLINE_EXCEEDED)
+    assert is_retryable(RenderErrorCode.RESULT_LOST)
+    assert not is_retryable(RenderErrorCode.PAGE_ERROR)
+    assert not is_retryable(RenderErrorCode.CANCELLED)
+    assert not is_retryable(RenderErrorCode.UNAUTHORIZED)
+    assert all(error_kind(code) in ErrorKind for code in RenderErrorCode)

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import importlib
 import shutil
 import subprocess
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -96,26 +94,25 @@ def check_fonts() -> list[Check]:
 
 
 def check_database(settings: Settings) -> Check:
-    """Reach the database through `deckyard.db`, if that module offers a check."""
+    """Reach the database and compare its migration revision with this version's head."""
+    from deckyard.db.migrate import database_status
+
+    url = settings.resolved_database_url
     try:
-        db = importlib.import_module("deckyard.db")
-    except ImportError:
-        return Check("database", None, "not checked (deckyard.db is not available)")
-    probe: Callable[[str], object] | None = getattr(db, "check_reachable", None)
-    if probe is None:
-        return Check("database", None, "not checked (deckyard.db has no check_reachable)")
-    try:
-        result = probe(settings.resolved_database_url)
-        if asyncio.iscoroutine(result):
-            asyncio.run(result)
+        current, head = asyncio.run(database_status(url))
     except Exception as exc:
         return Check(
             "database",
             False,
-            f"unreachable: {exc}",
+            f"unreachable: {str(exc).splitlines()[0]}",
             "check DECKYARD_DATABASE_URL and that the database is running",
         )
-    return Check("database", True, "reachable")
+    if current != head:
+        state = "empty" if current is None else f"at {current}"
+        return Check(
+            "database", False, f"reachable but {state}, head is {head}", "run: deckyard migrate"
+        )
+    return Check("database", True, f"reachable, migrations at head ({head})")
 
 
 def run_doctor(settings: Settings) -> int:

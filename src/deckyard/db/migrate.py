@@ -65,3 +65,17 @@ async def current_revision(db: Database) -> str | None:
 
     async with db.engine.connect() as conn:
         return await conn.run_sync(lambda c: MigrationContext.configure(c).get_current_revision())
+
+
+async def database_status(url: str | URL) -> tuple[str | None, str]:
+    """Connect and report (current revision, head revision); raises when unreachable.
+
+    Read only: safe while a Lite server owns the SQLite file.
+    """
+    db = Database(url)
+    try:
+        if db.file is not None and not db.file.exists():
+            return None, head_revision()
+        return await current_revision(db), head_revision()
+    finally:
+        await db.dispose()

@@ -137,8 +137,16 @@ def doctor() -> None:
     raise typer.Exit(run_doctor(settings))
 
 
+def _register_subcommands() -> None:
+    from deckyard.cli_admin import jobs_app, token_app
+
+    app.add_typer(token_app, name="token")
+    app.add_typer(jobs_app, name="jobs")
+
+
 def main() -> None:
     """Console-script entry point."""
+    _register_subcommands()
     try:
         app()
     except KeyboardInterrupt:

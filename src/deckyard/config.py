@@ -67,6 +67,8 @@ class Settings(BaseSettings):
     port: int = Field(8000, ge=0, le=65535)
     workers: int = Field(1, ge=1, le=64)
     background_loops: bool = True
+    api_max_body_bytes: int = Field(64 * 1024 * 1024, ge=1024)
+    idempotency_retention_seconds: float = Field(24 * 3600.0, gt=0)
 
     # --- job runtime -----------------------------------------------------------------------
     job_poll_interval_seconds: float = Field(0.25, gt=0)
@@ -137,6 +139,14 @@ class Settings(BaseSettings):
     render_restart_backoff_seconds: float = Field(1.0, gt=0)
     render_restart_backoff_max_seconds: float = Field(30.0, gt=0)
     artifact_store_url: str | None = None
+    render_probe_interval_seconds: float = Field(5.0, gt=0)
+    render_idle_poll_ceiling_seconds: float = Field(5.0, gt=0)
+    render_http_timeout_seconds: float = Field(10.0, gt=0)
+    render_lease_renew_fraction: float = Field(0.5, gt=0, le=1)
+    render_renderer_start_timeout_seconds: float = Field(60.0, gt=0)
+    render_renderer_stop_grace_seconds: float = Field(10.0, gt=0)
+    render_reap_interval_seconds: float = Field(1.0, gt=0)
+    render_job_max_attempts: int = Field(5, ge=1, le=100)
 
     # --- tasks and reconciliation ----------------------------------------------------------
     reconciliation_interval_seconds: float = Field(300.0, gt=0)
@@ -193,6 +203,16 @@ class Settings(BaseSettings):
             self.render_lease_seconds >= 3 * self.render_receipt_poll_seconds,
             "render_lease_seconds",
             "must be at least 3 x DECKYARD_RENDER_RECEIPT_POLL_SECONDS",
+        )
+        need(
+            self.render_idle_poll_ceiling_seconds >= self.render_receipt_poll_seconds,
+            "render_idle_poll_ceiling_seconds",
+            "must be at least DECKYARD_RENDER_RECEIPT_POLL_SECONDS",
+        )
+        need(
+            self.render_restart_backoff_max_seconds >= self.render_restart_backoff_seconds,
+            "render_restart_backoff_max_seconds",
+            "must be at least DECKYARD_RENDER_RESTART_BACKOFF_SECONDS",
         )
         need(
             self.render_workspace_cap <= self.render_global_cap,

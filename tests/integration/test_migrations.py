@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import insert, inspect, update
 from sqlalchemy.exc import IntegrityError
 
-import deckyard.jobs.schema  # noqa: F401  (registers the tables on the shared metadata)
+import deckyard.migrations.models  # noqa: F401  (registers every table on the metadata)
 from deckyard.db import Database, metadata
 from deckyard.db.migrate import current_revision, downgrade_to, head_revision, upgrade
 from deckyard.jobs.schema import jobs

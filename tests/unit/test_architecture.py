@@ -7,7 +7,7 @@ from pathlib import Path
 
 from sqlalchemy import DateTime
 
-import deckyard.jobs.schema  # noqa: F401
+import deckyard.migrations.models  # noqa: F401
 from deckyard.db import UTCDateTime, metadata
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "deckyard"

@@ -1,4 +1,4 @@
-"""The FastAPI application and its lifespan."""
+"""The FastAPI application: its lifespan wires the database, the job runtime and the loops."""
 
 from __future__ import annotations
 
@@ -9,33 +9,56 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from deckyard import __version__
+from deckyard.api.errors import install_error_handlers
 from deckyard.api.health import router as health_router
+from deckyard.api.idempotency import IdempotencyMiddleware
+from deckyard.api.jobs import router as jobs_router
 from deckyard.config import Settings
 from deckyard.db import Database
 from deckyard.db.migrate import upgrade
+from deckyard.jobs import Runtime
 
 log = logging.getLogger(__name__)
 
 
 def create_app(settings: Settings) -> FastAPI:
-    """Build the app; the database opens (and migrates) when it starts."""
+    """Build the app; the database opens, migrates and the loops start when it starts."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         db = Database.from_settings(settings)
         if settings.migrate_on_start:
             await upgrade(db)
-        await db.start_listening()
+        runtime = Runtime(db, settings=settings, migrate=False)
+        runtime.worker()
         app.state.db = db
         app.state.settings = settings
-        log.info("database %s ready", db.display_name)
+        app.state.runtime = runtime
+        await runtime.start(run_loops=settings.background_loops)
+        log.info(
+            "deckyard %s ready on %s; loops: %s",
+            __version__,
+            db.display_name,
+            ", ".join(lp.name for lp in runtime.loops if lp.alive) or "none",
+        )
         try:
             yield
         finally:
+            await runtime.stop()
             await db.dispose()
 
-    app = FastAPI(title="Deckyard", version=__version__, lifespan=lifespan, docs_url="/docs")
+    app = FastAPI(
+        title="Deckyard",
+        version=__version__,
+        summary="Check, render and publish web-presentation decks as durable jobs.",
+        lifespan=lifespan,
+        docs_url="/docs",
+        max_body_size=settings.api_max_body_bytes,
+    )
+    install_error_handlers(app)
+    app.add_middleware(IdempotencyMiddleware, max_body_size=settings.api_max_body_bytes)
     app.include_router(health_router)
+    app.include_router(jobs_router)
     return app
 
 

@@ -7,27 +7,63 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-router = APIRouter()
+router = APIRouter(tags=["operations"])
 
 
 @router.get("/healthz")
 async def healthz() -> dict[str, str]:
-    """Liveness only: the process answers."""
+    """Liveness only: the process answers. Never touches the database."""
     return {"status": "ok"}
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).splitlines() or [type(exc).__name__])[0][:300]
 
 
 @router.get("/readyz")
 async def readyz(request: Request) -> JSONResponse:
-    """Readiness: the database is writable (more checks join as components land); 503 if not."""
+    """Readiness: database writable, every loop alive (with its last tick), queue depths.
+
+    503 when any check fails. It reads but never writes.
+    """
+    state = request.app.state
     checks: dict[str, Any] = {}
     ready = True
-    db = request.app.state.db
     try:
-        await db.check_writable()
-        checks["database"] = {"ok": True, "url": db.display_name}
+        await state.db.check_writable()
+        checks["database"] = {"ok": True, "url": state.db.display_name}
     except Exception as exc:
         ready = False
-        checks["database"] = {"ok": False, "error": str(exc).splitlines()[0][:300]}
+        checks["database"] = {"ok": False, "error": _first_line(exc)}
+    runtime = state.runtime
+    loops = []
+    for loop in runtime.loops:
+        alive = loop.alive if state.settings.background_loops else None
+        if alive is False:
+            ready = False
+        loops.append(
+            {
+                "name": loop.name,
+                "alive": alive,
+                "ticks": loop.stats.ticks,
+                "errors": loop.stats.errors,
+                "last_tick_at": loop.stats.last_tick_at.isoformat()
+                if loop.stats.last_tick_at
+                else None,
+                "last_error": loop.stats.last_error,
+            }
+        )
+    checks["loops"] = {
+        "ok": all(lp["alive"] is not False for lp in loops),
+        "background_loops": state.settings.background_loops,
+        "loops": loops,
+    }
+    if checks["database"]["ok"]:
+        try:
+            checks["queues"] = {"ok": True, "depths": await runtime.depths()}
+        except Exception as exc:
+            ready = False
+            checks["queues"] = {"ok": False, "error": _first_line(exc)}
     return JSONResponse(
         {"status": "ready" if ready else "not ready", "checks": checks},
         status_code=200 if ready else 503,

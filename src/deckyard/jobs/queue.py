@@ -267,3 +267,18 @@ async def events_after(
         .limit(limit)
     )
     return [JobEvent.from_row(r) for r in rows]
+
+
+async def job_depths(conn: AsyncConnection) -> dict[str, dict[str, int]]:
+    """Active job counts per queue and status (read only)."""
+    from sqlalchemy import func
+
+    rows = await conn.execute(
+        select(jobs.c.queue, jobs.c.status, func.count())
+        .where(jobs.c.status.in_(ACTIVE))
+        .group_by(jobs.c.queue, jobs.c.status)
+    )
+    out: dict[str, dict[str, int]] = {}
+    for row in rows:
+        out.setdefault(str(row[0]), {})[str(row[1])] = int(row[2])
+    return out

@@ -30,6 +30,7 @@ from deckyard.jobs.queue import (
     events_after,
     job_active_descendants,
     job_cancel,
+    job_depths,
     job_get,
     job_insert,
     job_insert_many,
@@ -198,9 +199,19 @@ class Runtime:
         """Every loop this runtime runs, for readiness and metrics."""
         return self._loops + [loop for w in self.workers for loop in w.loops]
 
-    async def start(self) -> None:
-        """Migrate (unless told not to), listen for wakeups, start every loop."""
+    async def start(self, *, run_loops: bool = True) -> None:
+        """Migrate (unless told not to), listen for wakeups, start every loop.
+
+        With `run_loops=False` nothing runs in the background: the runtime only serves calls
+        (for an instance checked before it takes traffic).
+        """
         if self.started:
+            return
+        if not run_loops:
+            if self._migrate:
+                await upgrade(self.db)
+            await self.db.start_listening()
+            self.started = True
             return
         if self._migrate:
             await upgrade(self.db)
@@ -378,6 +389,11 @@ class Runtime:
         items = [self._new_job(s, now) for s in specs]
         async with self.db.write_transaction() as conn:
             return await job_insert_many(self.db, conn, items, now)
+
+    async def depths(self) -> dict[str, dict[str, int]]:
+        """Active job counts per queue and status."""
+        async with self.db.read_connection() as conn:
+            return await job_depths(conn)
 
     async def get(self, job_id: int) -> Job | None:
         """One job, or None."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from alembic import context
 
-from deckyard.db.schema import metadata
+from deckyard.migrations.models import metadata
 
 connection = context.config.attributes.get("connection")
 if connection is None:

@@ -1,0 +1,94 @@
+"""Workspaces and bearer tokens: tokens are random, shown once, and stored only as a hash."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+from dataclasses import dataclass
+from datetime import datetime
+
+from fastapi import Request
+from sqlalchemy import insert, select
+
+from deckyard.api.errors import ApiError
+from deckyard.api.schema import api_tokens, workspaces
+from deckyard.db import Database
+
+TOKEN_PREFIX = "dy_"
+WORKSPACE_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling: the workspace a token belongs to."""
+
+    workspace_id: str
+    token_id: int
+
+
+def hash_token(token: str) -> str:
+    """The stored form of a token (tokens are 256-bit random, so a plain SHA-256 suffices)."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+async def token_create(db: Database, workspace_id: str, now: datetime, label: str = "") -> str:
+    """Create a token for `workspace_id` (creating the workspace if needed); returns the token."""
+    if not WORKSPACE_RE.match(workspace_id):
+        raise ValueError(
+            "workspace names use lowercase letters, digits, '-' and '_' (max 64 characters)"
+        )
+    token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    async with db.write_transaction() as conn:
+        await conn.execute(
+            db.insert_ignoring_conflicts(workspaces, index_elements=["id"]).values(
+                id=workspace_id, name=workspace_id, created_at=now
+            )
+        )
+        await conn.execute(
+            insert(api_tokens).values(
+                workspace_id=workspace_id,
+                token_hash=hash_token(token),
+                label=label or None,
+                created_at=now,
+            )
+        )
+    return token
+
+
+async def token_resolve(db: Database, token: str) -> Principal | None:
+    """The principal for a token, or None when it is unknown or revoked."""
+    async with db.read_connection() as conn:
+        row = (
+            await conn.execute(
+                select(api_tokens.c.id, api_tokens.c.workspace_id).where(
+                    api_tokens.c.token_hash == hash_token(token),
+                    api_tokens.c.revoked_at.is_(None),
+                )
+            )
+        ).first()
+    return Principal(row.workspace_id, row.id) if row else None
+
+
+def bearer_token(request: Request) -> str | None:
+    """The bearer token of a request, if it carries one."""
+    header = request.headers.get("authorization", "")
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() != "bearer" or not value.strip():
+        return None
+    return value.strip()
+
+
+async def current_principal(request: Request) -> Principal:
+    """FastAPI dependency: the caller's principal; 401 without a valid bearer token."""
+    cached: Principal | None = getattr(request.state, "principal", None)
+    if cached is not None:
+        return cached
+    token = bearer_token(request)
+    if token is None:
+        raise ApiError(401, "UNAUTHENTICATED", "send 'Authorization: Bearer <token>'")
+    principal = await token_resolve(request.app.state.db, token)
+    if principal is None:
+        raise ApiError(401, "UNAUTHENTICATED", "unknown or revoked token")
+    request.state.principal = principal
+    return principal

@@ -1,0 +1,155 @@
+"""Job routes: list, get, cancel, retry, and events as Server-Sent Events."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Header, Query, Request
+from fastapi.sse import EventSourceResponse, ServerSentEvent
+from pydantic import BaseModel
+
+from deckyard.api.auth import Principal, current_principal
+from deckyard.api.errors import ApiError
+from deckyard.jobs import Job, JobStateError, Runtime
+
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+Caller = Annotated[Principal, Depends(current_principal)]
+StatusName = Literal["pending", "running", "succeeded", "failed", "cancelled"]
+
+
+class JobOut(BaseModel):
+    """A job as the API shows it."""
+
+    id: int
+    queue: str
+    kind: str
+    status: str
+    payload: Any
+    result: Any
+    error_code: str | None
+    error_message: str | None
+    attempt: int
+    max_attempts: int
+    priority: int
+    parent_id: int | None
+    run_at: datetime
+    deadline_at: datetime | None
+    cancel_requested_at: datetime | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+    @classmethod
+    def of(cls, job: Job) -> JobOut:
+        """The API view of a job."""
+        return cls(
+            id=job.id,
+            queue=job.queue,
+            kind=job.kind,
+            status=job.status.value,
+            payload=job.payload,
+            result=job.result,
+            error_code=job.error_code,
+            error_message=job.error_message,
+            attempt=job.attempt,
+            max_attempts=job.max_attempts,
+            priority=job.priority,
+            parent_id=job.parent_id,
+            run_at=job.run_at,
+            deadline_at=job.deadline_at,
+            cancel_requested_at=job.cancel_requested_at,
+            created_at=job.created_at,
+            started_at=job.started_at,
+            finished_at=job.finished_at,
+        )
+
+
+class JobList(BaseModel):
+    """A page of jobs, newest first; pass `next_before` as `before` for the next page."""
+
+    jobs: list[JobOut]
+    next_before: int | None
+
+
+def runtime_of(request: Request) -> Runtime:
+    """The app's job runtime."""
+    rt: Runtime = request.app.state.runtime
+    return rt
+
+
+async def owned_job(request: Request, principal: Principal, job_id: int) -> Job:
+    """The job if it belongs to the caller's workspace; 404 otherwise (never 403)."""
+    job = await runtime_of(request).get(job_id)
+    if job is None or job.workspace_id != principal.workspace_id:
+        raise ApiError(404, "NOT_FOUND", f"no job {job_id}")
+    return job
+
+
+async def job_of_caller(request: Request, principal: Caller, job_id: int) -> Job:
+    """Dependency form of `owned_job`, resolved before a streaming response starts."""
+    return await owned_job(request, principal, job_id)
+
+
+@router.get("", response_model=JobList)
+async def list_jobs(
+    request: Request,
+    principal: Caller,
+    status: Annotated[StatusName | None, Query()] = None,
+    queue: Annotated[str | None, Query(max_length=64)] = None,
+    kind: Annotated[str | None, Query(max_length=128)] = None,
+    before: Annotated[int | None, Query(ge=1)] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+) -> JobList:
+    """Jobs of the caller's workspace, newest first, with filters."""
+    jobs = await runtime_of(request).list(
+        workspace_id=principal.workspace_id,
+        status=status,
+        queue=queue,
+        kind=kind,
+        before_id=before,
+        limit=limit,
+    )
+    return JobList(
+        jobs=[JobOut.of(j) for j in jobs],
+        next_before=jobs[-1].id if len(jobs) == limit else None,
+    )
+
+
+@router.get("/{job_id}", response_model=JobOut)
+async def get_job(request: Request, principal: Caller, job_id: int) -> JobOut:
+    """One job."""
+    return JobOut.of(await owned_job(request, principal, job_id))
+
+
+@router.post("/{job_id}/cancel", response_model=JobOut)
+async def cancel_job(request: Request, principal: Caller, job_id: int) -> JobOut:
+    """Cancel a job and its active children; a finished job is returned unchanged."""
+    await owned_job(request, principal, job_id)
+    return JobOut.of(await runtime_of(request).cancel(job_id))
+
+
+@router.post("/{job_id}/retry", response_model=JobOut)
+async def retry_job(request: Request, principal: Caller, job_id: int) -> JobOut:
+    """Run a failed or cancelled job again."""
+    await owned_job(request, principal, job_id)
+    try:
+        return JobOut.of(await runtime_of(request).retry(job_id))
+    except JobStateError as exc:
+        raise ApiError(409, "JOB_NOT_RETRYABLE", str(exc)) from None
+
+
+@router.get("/{job_id}/events", response_class=EventSourceResponse)
+async def job_events(
+    request: Request,
+    job: Annotated[Job, Depends(job_of_caller)],
+    last_event_id: Annotated[str | None, Header()] = None,
+) -> AsyncIterator[ServerSentEvent]:
+    """The job's events as SSE, following new ones until the job ends.
+
+    Resume with the `Last-Event-ID` header: only later events are sent.
+    """
+    after = int(last_event_id) if last_event_id and last_event_id.isdigit() else 0
+    async for ev in runtime_of(request).events(job.id, after_id=after):
+        yield ServerSentEvent(id=str(ev.id), event=ev.type, data=ev.to_dict())

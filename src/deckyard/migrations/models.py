@@ -1,0 +1,11 @@
+"""Imports every package's table definitions so the shared metadata knows all of them.
+
+Alembic's environment and the schema contract tests import this module; a new package that
+declares tables adds its schema module here.
+"""
+
+from deckyard.api import schema as api_schema
+from deckyard.db.schema import metadata
+from deckyard.jobs import schema as jobs_schema
+
+__all__ = ["api_schema", "jobs_schema", "metadata"]

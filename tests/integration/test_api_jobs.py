@@ -1,0 +1,147 @@
+"""The jobs API: auth, workspace isolation, cancel, SSE with resume, idempotency, bad input."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from deckyard.jobs import JobContext, Runtime
+from tests.helpers.api import make_token, running_app
+
+
+def sse_events(text: str) -> list[dict[str, str]]:
+    events = []
+    for block in text.strip().split("\n\n"):
+        fields: dict[str, str] = {}
+        for line in block.splitlines():
+            key, _, value = line.partition(": ")
+            fields[key] = value
+        if "data" in fields:
+            events.append(fields)
+    return events
+
+
+async def test_token_required(db_url: str) -> None:
+    async with running_app(db_url) as (app, client):
+        assert (await client.get("/v1/jobs")).status_code == 401
+        bad = await client.get("/v1/jobs", headers={"authorization": "Bearer dy_nope"})
+        assert bad.status_code == 401
+        assert bad.json()["error"]["code"] == "UNAUTHENTICATED"
+
+
+async def test_workspaces_are_isolated(db_url: str) -> None:
+    async with running_app(db_url) as (app, client):
+        alice = await make_token(app, "alice")
+        bob = await make_token(app, "bob")
+        rt: Runtime = app.state.runtime
+        job = await rt.enqueue("k", {"x": 1}, queue="parked", run_at=3600, workspace_id="alice")
+        assert (await client.get(f"/v1/jobs/{job.id}", headers=alice)).status_code == 200
+        for method, path in [
+            ("GET", f"/v1/jobs/{job.id}"),
+            ("POST", f"/v1/jobs/{job.id}/cancel"),
+            ("POST", f"/v1/jobs/{job.id}/retry"),
+            ("GET", f"/v1/jobs/{job.id}/events"),
+        ]:
+            r = await client.request(method, path, headers=bob)
+            assert r.status_code == 404, (method, path, r.text)
+        assert (await client.get("/v1/jobs", headers=bob)).json()["jobs"] == []
+        listed = (await client.get("/v1/jobs", headers=alice)).json()["jobs"]
+        assert [j["id"] for j in listed] == [job.id]
+        assert (await rt.get(job.id)).status == "pending"  # type: ignore[union-attr]
+
+
+async def test_cancel_and_events_with_resume(db_url: str) -> None:
+    async with running_app(db_url) as (app, client):
+        alice = await make_token(app, "alice")
+        rt: Runtime = app.state.runtime
+        job = await rt.enqueue("k", queue="parked", run_at=3600, workspace_id="alice")
+        cancelled = await client.post(f"/v1/jobs/{job.id}/cancel", headers=alice)
+        assert cancelled.status_code == 200
+        assert cancelled.json()["status"] == "cancelled"
+        stream = await client.get(f"/v1/jobs/{job.id}/events", headers=alice)
+        assert stream.headers["content-type"].startswith("text/event-stream")
+        events = sse_events(stream.text)
+        assert [e["event"] for e in events] == ["cancelled"]
+        resumed = await client.get(
+            f"/v1/jobs/{job.id}/events", headers={**alice, "last-event-id": events[-1]["id"]}
+        )
+        assert sse_events(resumed.text) == []
+
+
+async def test_events_stream_follows_a_running_job(db_url: str) -> None:
+    async with running_app(db_url) as (app, client):
+        alice = await make_token(app, "alice")
+        rt: Runtime = app.state.runtime
+        go = asyncio.Event()
+
+        @rt.handler("steps", queue="live")
+        async def steps(ctx: JobContext) -> str:
+            await go.wait()
+            await ctx.emit("progress", {"pct": 50})
+            return "done"
+
+        rt.worker(["live"])
+        job = await rt.enqueue("steps", workspace_id="alice")
+        reader = asyncio.create_task(client.get(f"/v1/jobs/{job.id}/events", headers=alice))
+        await asyncio.sleep(0.3)
+        go.set()
+        events = sse_events((await asyncio.wait_for(reader, 10)).text)
+        assert [e["event"] for e in events] == ["started", "progress", "succeeded"]
+        assert json.loads(events[1]["data"])["data"] == {"pct": 50}
+
+
+async def test_idempotency_replays_and_refuses_a_different_body(db_url: str) -> None:
+    async with running_app(db_url) as (app, client):
+        alice = await make_token(app, "alice")
+        rt: Runtime = app.state.runtime
+        job = await rt.enqueue("k", queue="parked", run_at=3600, workspace_id="alice")
+        other = await rt.enqueue("k", queue="parked", run_at=3600, workspace_id="alice")
+        headers = {**alice, "idempotency-key": "cancel-1"}
+        first = await client.post(f"/v1/jobs/{job.id}/cancel", headers=headers)
+        again = await client.post(f"/v1/jobs/{job.id}/cancel", headers=headers)
+        assert first.status_code == again.status_code == 200
+        assert again.json() == first.json()
+        assert again.headers.get("idempotent-replayed") == "true"
+        mismatch = await client.post(f"/v1/jobs/{other.id}/cancel", headers=headers)
+        assert mismatch.status_code == 422
+        assert mismatch.json()["error"]["code"] == "IDEMPOTENCY_KEY_REUSED"
+        assert (await rt.get(other.id)).status == "pending"  # type: ignore[union-attr]
+        bob = await make_token(app, "bob")
+        theirs = await client.post(
+            f"/v1/jobs/{other.id}/cancel", headers={**bob, "idempotency-key": "cancel-1"}
+        )
+        assert theirs.status_code == 404  # keys are per workspace; bob cannot see the job
+
+
+async def test_bad_input_names_the_field_and_big_bodies_get_413(db_url: str) -> None:
+    async with running_app(db_url, api_max_body_bytes=2048) as (app, client):
+        alice = await make_token(app, "alice")
+        bad = await client.get("/v1/jobs?limit=0", headers=alice)
+        assert bad.status_code == 422
+        assert bad.json()["error"]["field"] == "limit"
+        wrong = await client.get("/v1/jobs?status=sleeping", headers=alice)
+        assert wrong.status_code == 422
+        assert wrong.json()["error"]["field"] == "status"
+        big = await client.post("/v1/jobs/1/cancel", headers=alice, content=b"x" * 5000)
+        assert big.status_code == 413
+        missing = await client.get("/v1/jobs/999999", headers=alice)
+        assert missing.status_code == 404
+        assert missing.json()["error"]["code"] == "NOT_FOUND"
+
+
+async def test_readyz_reports_loops_and_queues(db_url: str) -> None:
+    async with running_app(db_url) as (app, client):
+        rt: Runtime = app.state.runtime
+        await rt.enqueue("k", queue="parked", run_at=3600)
+        await asyncio.sleep(0.2)
+        ready = await client.get("/readyz")
+        assert ready.status_code == 200
+        body = ready.json()
+        names = {lp["name"] for lp in body["checks"]["loops"]["loops"]}
+        assert {"recovery", "prune"} <= names
+        assert all(lp["alive"] for lp in body["checks"]["loops"]["loops"])
+        assert body["checks"]["queues"]["depths"]["parked"] == {"pending": 1}
+        await rt._loops[0].stop()
+        dead = await client.get("/readyz")
+        assert dead.status_code == 503
+        assert (await client.get("/healthz")).status_code == 200

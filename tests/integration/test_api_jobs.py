@@ -145,3 +145,35 @@ async def test_readyz_reports_loops_and_queues(db_url: str) -> None:
         dead = await client.get("/readyz")
         assert dead.status_code == 503
         assert (await client.get("/healthz")).status_code == 200
+
+
+async def test_metrics_parse_and_move_with_work(db_url: str) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+        out = {}
+        for family in text_string_to_metric_families(text):
+            for s in family.samples:
+                out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+        return out
+
+    async with running_app(db_url) as (app, client):
+        rt: Runtime = app.state.runtime
+
+        @rt.handler("m", queue="metered")
+        async def m(ctx: JobContext) -> None:
+            return None
+
+        rt.worker(["metered"])
+        before = samples((await client.get("/metrics")).text)
+        job = await rt.enqueue("m")
+        await rt.wait(job.id, timeout=10)
+        response = await client.get("/metrics")
+        assert response.headers["content-type"].startswith("text/plain")
+        after = samples(response.text)
+        key = ("deckyard_jobs", (("queue", "metered"), ("status", "succeeded")))
+        assert before.get(key, 0) == 0
+        assert after[key] == 1
+        assert after[("deckyard_job_claims_total", ())] >= 1
+        assert after[("deckyard_job_completions_total", (("outcome", "succeeded"),))] >= 1
+        assert after[("deckyard_loop_alive", (("loop", "recovery"),))] == 1

@@ -13,6 +13,7 @@ from deckyard.api.errors import install_error_handlers
 from deckyard.api.health import router as health_router
 from deckyard.api.idempotency import IdempotencyMiddleware
 from deckyard.api.jobs import router as jobs_router
+from deckyard.api.metrics import router as metrics_router
 from deckyard.config import Settings
 from deckyard.db import Database
 from deckyard.db.migrate import upgrade
@@ -34,6 +35,8 @@ def create_app(settings: Settings) -> FastAPI:
         app.state.db = db
         app.state.settings = settings
         app.state.runtime = runtime
+        app.state.loop_owners = [runtime]
+        app.state.metric_sources = []
         await runtime.start(run_loops=settings.background_loops)
         log.info(
             "deckyard %s ready on %s; loops: %s",
@@ -58,6 +61,7 @@ def create_app(settings: Settings) -> FastAPI:
     install_error_handlers(app)
     app.add_middleware(IdempotencyMiddleware, max_body_size=settings.api_max_body_bytes)
     app.include_router(health_router)
+    app.include_router(metrics_router)
     app.include_router(jobs_router)
     return app
 

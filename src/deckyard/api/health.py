@@ -7,6 +7,8 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
+from deckyard.api.state import loops_of
+
 router = APIRouter(tags=["operations"])
 
 
@@ -37,7 +39,7 @@ async def readyz(request: Request) -> JSONResponse:
         checks["database"] = {"ok": False, "error": _first_line(exc)}
     runtime = state.runtime
     loops = []
-    for loop in runtime.loops:
+    for loop in loops_of(state):
         alive = loop.alive if state.settings.background_loops else None
         if alive is False:
             ready = False

@@ -52,6 +52,13 @@ def serve(
     no_migrate: Annotated[
         bool, typer.Option("--no-migrate", help="Do not apply migrations at start.")
     ] = False,
+    reconciliation_interval_seconds: Annotated[
+        float | None,
+        typer.Option(help="How often stale tasks are looked for (default 300)."),
+    ] = None,
+    disable_reconciliation_loop: Annotated[
+        bool, typer.Option("--disable-reconciliation-loop", help="Never resume stale tasks.")
+    ] = False,
 ) -> None:
     """Run the API server (and, in Lite, its background loops)."""
     from deckyard.server import run_server
@@ -63,6 +70,8 @@ def serve(
         database_url=database_url,
         background_loops=False if no_background_loops else None,
         migrate_on_start=False if no_migrate else None,
+        reconciliation_interval_seconds=reconciliation_interval_seconds,
+        reconciliation_enabled=False if disable_reconciliation_loop else None,
     )
     run_server(settings)
 

@@ -76,3 +76,22 @@ def test_help_lists_the_commands(tmp_path: Path) -> None:
     assert result.returncode == 0
     for command in ("serve", "migrate", "renderer", "doctor"):
         assert command in result.stdout
+
+
+def test_reconciliation_and_loop_flags(tmp_path: Path, servers: list[Server]) -> None:
+    plain = Server(["--reconciliation-interval-seconds", "7"], clean_env(tmp_path / "a"), tmp_path)
+    disabled = Server(["--disable-reconciliation-loop"], clean_env(tmp_path / "b"), tmp_path)
+    quiet = Server(["--no-background-loops"], clean_env(tmp_path / "c"), tmp_path)
+    servers.extend([plain, disabled, quiet])
+    for s in servers:
+        s.wait_ready()
+
+    def loops(server: Server) -> dict[str, object]:
+        body = httpx.get(f"{server.url}/readyz", timeout=5).json()
+        return {lp["name"]: lp["alive"] for lp in body["checks"]["loops"]["loops"]}
+
+    assert loops(plain).get("reconciliation") is True
+    assert "reconciliation" not in loops(disabled)
+    assert loops(disabled).get("recovery") is True
+    assert loops(quiet) == {} or all(v is None for v in loops(quiet).values())
+    assert httpx.get(f"{quiet.url}/readyz", timeout=5).status_code == 200

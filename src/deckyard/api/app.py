@@ -18,6 +18,7 @@ from deckyard.config import Settings
 from deckyard.db import Database
 from deckyard.db.migrate import upgrade
 from deckyard.jobs import Runtime
+from deckyard.tasks import TaskExecutor
 
 log = logging.getLogger(__name__)
 
@@ -31,13 +32,16 @@ def create_app(settings: Settings) -> FastAPI:
         if settings.migrate_on_start:
             await upgrade(db)
         runtime = Runtime(db, settings=settings, migrate=False)
+        executor = TaskExecutor(db, runtime, settings)
         runtime.worker()
         app.state.db = db
         app.state.settings = settings
         app.state.runtime = runtime
-        app.state.loop_owners = [runtime]
+        app.state.tasks = executor
+        app.state.loop_owners = [runtime, executor]
         app.state.metric_sources = []
         await runtime.start(run_loops=settings.background_loops)
+        await executor.start(run_loops=settings.background_loops)
         log.info(
             "deckyard %s ready on %s; loops: %s",
             __version__,
@@ -47,6 +51,7 @@ def create_app(settings: Settings) -> FastAPI:
         try:
             yield
         finally:
+            await executor.stop()
             await runtime.stop()
             await db.dispose()
 

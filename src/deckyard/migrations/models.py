@@ -7,5 +7,6 @@ declares tables adds its schema module here.
 from deckyard.api import schema as api_schema
 from deckyard.db.schema import metadata
 from deckyard.jobs import schema as jobs_schema
+from deckyard.tasks import schema as tasks_schema
 
-__all__ = ["api_schema", "jobs_schema", "metadata"]
+__all__ = ["api_schema", "jobs_schema", "metadata", "tasks_schema"]

@@ -1,4 +1,4 @@
-"""The durable job runtime: jobs, job_events, job_periodic.
+"""The durable job runtime and tasks: jobs, job_events, job_periodic, tasks, task_events.
 
 Revision ID: 0002
 Revises: 0001
@@ -85,8 +85,43 @@ def upgrade() -> None:
         sa.Column("last_tick_at", UTCDateTime, nullable=False),
     )
 
+    op.create_table(
+        "tasks",
+        sa.Column("id", BigId, primary_key=True, autoincrement=True),
+        sa.Column("kind", sa.String(64), nullable=False),
+        sa.Column("status", sa.String(16), nullable=False),
+        sa.Column("stage", sa.Integer, nullable=False),
+        sa.Column("workspace_id", sa.String(64)),
+        sa.Column("params", JSONPayload, nullable=False),
+        sa.Column("state", JSONPayload, nullable=False),
+        sa.Column("result", JSONPayload),
+        sa.Column("error_code", sa.String(64)),
+        sa.Column("error_message", sa.Text),
+        sa.Column("created_at", UTCDateTime, nullable=False),
+        sa.Column("updated_at", UTCDateTime, nullable=False),
+        sa.Column("finished_at", UTCDateTime),
+    )
+    op.create_index("ix_tasks_status", "tasks", ["status"])
+    op.create_index("ix_tasks_workspace_created", "tasks", ["workspace_id", "created_at"])
+    op.create_table(
+        "task_events",
+        sa.Column("id", BigId, primary_key=True, autoincrement=True),
+        sa.Column(
+            "task_id",
+            BigId,
+            sa.ForeignKey("tasks.id", name="fk_task_events_task_id_tasks", ondelete="CASCADE"),
+            nullable=False,
+        ),
+        sa.Column("created_at", UTCDateTime, nullable=False),
+        sa.Column("type", sa.String(64), nullable=False),
+        sa.Column("data", JSONPayload),
+    )
+    op.create_index("ix_task_events_task_created", "task_events", ["task_id", "created_at"])
+
 
 def downgrade() -> None:
+    op.drop_table("task_events")
+    op.drop_table("tasks")
     op.drop_table("job_periodic")
     op.drop_table("job_events")
     op.drop_table("jobs")

@@ -1,0 +1,381 @@
+"""The task executor: drives multi-stage tasks whose stages run as durable jobs.
+
+A task's progress lives in the database (its stage index, the job ids each stage enqueued, and
+its execution events), so driving it again after a crash continues where it was: a stage's jobs
+are enqueued once (their ids are stored in the same transaction) and a stage advances by a
+compare-and-set on its index. Within one process an in-flight set under a lock makes a second
+start of the same task fail fast (`TaskAlreadyRunning`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import insert, select, update
+
+from deckyard.clock import SYSTEM_CLOCK, Clock
+from deckyard.config import Settings
+from deckyard.db import Database
+from deckyard.jobs import EnqueueSpec, Job, JobStatus, Runtime
+from deckyard.jobs.loop import Loop, Tick
+from deckyard.tasks.schema import task_events, tasks
+from deckyard.tasks.status import RESUMABLE, TaskStatus
+
+log = logging.getLogger(__name__)
+WAKE_TASKS = "tasks.events"
+
+
+class TaskAlreadyRunning(Exception):
+    """This process is already driving that task."""
+
+
+class StageFailed(Exception):
+    """Raised by a stage's `finish` to fail the task with a code."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass
+class StageContext:
+    """What a stage sees: the task's parameters and the results of earlier stages."""
+
+    task_id: int
+    workspace_id: str | None
+    params: dict[str, Any]
+    state: dict[str, Any]
+    executor: TaskExecutor
+
+
+JobsFn = Callable[[StageContext], Awaitable[list[EnqueueSpec]]]
+FinishFn = Callable[[StageContext, list[Job]], Awaitable[Any]]
+
+
+async def all_succeeded(ctx: StageContext, jobs: list[Job]) -> dict[str, Any]:
+    """The default stage check: every job succeeded; their results become the stage's result."""
+    failed = [j for j in jobs if j.status != JobStatus.SUCCEEDED]
+    if failed:
+        first = failed[0]
+        raise StageFailed(
+            first.error_code or "STAGE_FAILED",
+            f"{len(failed)} of {len(jobs)} job(s) did not succeed; job {first.id}: "
+            f"{first.error_message or first.status}",
+        )
+    return {"jobs": [j.id for j in jobs], "results": [j.result for j in jobs]}
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage: which jobs to run, and how to judge them when they end."""
+
+    name: str
+    jobs: JobsFn
+    finish: FinishFn = all_succeeded
+
+
+@dataclass(frozen=True)
+class TaskKind:
+    """A named sequence of stages."""
+
+    name: str
+    stages: list[Stage] = field(default_factory=list)
+
+
+class TaskExecutor:
+    """Creates, drives, cancels and resumes tasks in this process."""
+
+    def __init__(
+        self, db: Database, runtime: Runtime, settings: Settings, *, clock: Clock = SYSTEM_CLOCK
+    ) -> None:
+        self.db = db
+        self.runtime = runtime
+        self.settings = settings
+        self.clock = clock
+        self.kinds: dict[str, TaskKind] = {}
+        self._in_flight: set[int] = set()
+        self._lock = threading.Lock()
+        self._driving: dict[int, asyncio.Task[None]] = {}
+        self.reconcile_failures = 0
+        self.reconcile_dispatched = 0
+        self._loops: list[Loop] = []
+
+    def register(self, kind: TaskKind) -> None:
+        """Make a task kind available."""
+        self.kinds[kind.name] = kind
+
+    # --- in-flight claim ----------------------------------------------------------------------
+
+    def try_claim(self, task_id: int) -> bool:
+        """Atomically mark `task_id` as driven by this process; False when it already is."""
+        with self._lock:
+            if task_id in self._in_flight:
+                return False
+            self._in_flight.add(task_id)
+            return True
+
+    def release(self, task_id: int) -> None:
+        """Forget that this process drives `task_id`."""
+        with self._lock:
+            self._in_flight.discard(task_id)
+
+    def in_flight(self) -> set[int]:
+        """Task ids this process is driving now."""
+        with self._lock:
+            return set(self._in_flight)
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    @property
+    def loops(self) -> list[Loop]:
+        """The reconciliation loop, when enabled and started."""
+        return self._loops
+
+    async def start(self, *, run_loops: bool = True) -> None:
+        """Start the reconciliation loop (unless disabled or loops are off)."""
+        from deckyard.tasks.reconciliation import reconcile_once
+
+        s = self.settings
+        if not run_loops or not s.reconciliation_enabled:
+            return
+
+        async def tick() -> Tick:
+            await reconcile_once(self)
+            return Tick(due_in=s.reconciliation_interval_seconds)
+
+        loop = Loop(
+            "reconciliation",
+            tick,
+            subscription=None,
+            poll_interval=s.reconciliation_interval_seconds,
+            idle_ceiling=s.reconciliation_interval_seconds,
+            error_backoff=s.loop_error_backoff_seconds,
+            error_backoff_max=max(s.loop_error_backoff_max_seconds, s.loop_error_backoff_seconds),
+            clock=self.clock,
+        )
+        loop.start()
+        self._loops = [loop]
+
+    async def stop(self) -> None:
+        """Stop the loop and stop driving tasks (their jobs go on; a later start resumes them)."""
+        for loop in self._loops:
+            await loop.stop()
+        for task in list(self._driving.values()):
+            task.cancel()
+        await asyncio.gather(*self._driving.values(), return_exceptions=True)
+
+    # --- tasks --------------------------------------------------------------------------------
+
+    async def create(
+        self, kind: str, params: dict[str, Any], *, workspace_id: str | None = None
+    ) -> int:
+        """Create a task and start driving it; returns its id."""
+        if kind not in self.kinds:
+            raise KeyError(f"unknown task kind {kind!r}")
+        now = self.clock.now()
+        async with self.db.write_transaction() as conn:
+            task_id = int(
+                (
+                    await conn.execute(
+                        insert(tasks)
+                        .values(
+                            kind=kind,
+                            status=TaskStatus.PENDING.value,
+                            stage=0,
+                            workspace_id=workspace_id,
+                            params=params,
+                            state={},
+                            created_at=now,
+                            updated_at=now,
+                        )
+                        .returning(tasks.c.id)
+                    )
+                ).scalar_one()
+            )
+            await self._event(conn, task_id, "created", {"kind": kind})
+        self.dispatch(task_id)
+        return task_id
+
+    def dispatch(self, task_id: int) -> asyncio.Task[None]:
+        """Drive `task_id` in the background; raises `TaskAlreadyRunning` if it already is."""
+        if not self.try_claim(task_id):
+            raise TaskAlreadyRunning(f"task {task_id} is already running in this process")
+
+        async def drive() -> None:
+            try:
+                await self._drive(task_id)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception(
+                    "task %d: driving failed; the reconciliation loop will resume it", task_id
+                )
+            finally:
+                self.release(task_id)
+                self._driving.pop(task_id, None)
+
+        task = asyncio.create_task(drive(), name=f"task:{task_id}")
+        self._driving[task_id] = task
+        return task
+
+    async def get(self, task_id: int) -> dict[str, Any] | None:
+        """A task row as a dict, or None."""
+        async with self.db.read_connection() as conn:
+            row = (await conn.execute(select(tasks).where(tasks.c.id == task_id))).first()
+        return dict(row._mapping) if row else None
+
+    async def events(self, task_id: int) -> list[dict[str, Any]]:
+        """A task's execution events, oldest first."""
+        async with self.db.read_connection() as conn:
+            rows = await conn.execute(
+                select(task_events)
+                .where(task_events.c.task_id == task_id)
+                .order_by(task_events.c.id)
+            )
+            return [dict(r._mapping) for r in rows]
+
+    async def cancel(self, task_id: int) -> None:
+        """Cancel a task and the jobs of its current stage."""
+        now = self.clock.now()
+        job_ids: list[int] = []
+        async with self.db.write_transaction() as conn:
+            row = (await conn.execute(select(tasks).where(tasks.c.id == task_id))).first()
+            if row is None or row.status not in RESUMABLE:
+                return
+            await conn.execute(
+                update(tasks)
+                .where(tasks.c.id == task_id, tasks.c.status.in_(RESUMABLE))
+                .values(status=TaskStatus.CANCELLED.value, finished_at=now, updated_at=now)
+            )
+            await self._event(conn, task_id, "cancelled", None)
+            for ids in (row.state or {}).get("jobs", {}).values():
+                job_ids.extend(ids)
+        for job_id in job_ids:
+            await self.runtime.cancel(job_id)
+
+    async def _event(self, conn: Any, task_id: int, type_: str, data: Any) -> None:
+        await conn.execute(
+            insert(task_events).values(
+                task_id=task_id, type=type_, data=data, created_at=self.clock.now()
+            )
+        )
+        self.db.notify(conn, WAKE_TASKS)
+
+    async def _finish(self, task_id: int, status: TaskStatus, **values: Any) -> None:
+        now = self.clock.now()
+        async with self.db.write_transaction() as conn:
+            done = await conn.execute(
+                update(tasks)
+                .where(tasks.c.id == task_id, tasks.c.status.in_(RESUMABLE))
+                .values(status=status.value, finished_at=now, updated_at=now, **values)
+            )
+            if done.rowcount:
+                await self._event(conn, task_id, status.value, values.get("error_code"))
+
+    async def _drive(self, task_id: int) -> None:
+        while True:
+            row = await self.get(task_id)
+            if row is None or row["status"] not in RESUMABLE:
+                return
+            kind = self.kinds.get(row["kind"])
+            if kind is None:
+                await self._finish(
+                    task_id,
+                    TaskStatus.FAILED,
+                    error_code="UNKNOWN_TASK_KIND",
+                    error_message=f"no task kind {row['kind']!r} in this process",
+                )
+                return
+            if row["status"] == TaskStatus.PENDING.value:
+                async with self.db.write_transaction() as conn:
+                    await conn.execute(
+                        update(tasks)
+                        .where(tasks.c.id == task_id, tasks.c.status == TaskStatus.PENDING.value)
+                        .values(status=TaskStatus.RUNNING.value, updated_at=self.clock.now())
+                    )
+                    await self._event(conn, task_id, "started", None)
+            index = int(row["stage"])
+            if index >= len(kind.stages):
+                await self._finish(task_id, TaskStatus.SUCCEEDED, result=row["state"])
+                return
+            await self._run_stage(task_id, row, kind.stages[index], index)
+
+    async def _run_stage(self, task_id: int, row: dict[str, Any], stage: Stage, index: int) -> None:
+        state: dict[str, Any] = dict(row["state"] or {})
+        ctx = StageContext(task_id, row["workspace_id"], row["params"], state, self)
+        job_ids: list[int] | None = state.get("jobs", {}).get(stage.name)
+        if job_ids is None:
+            specs = await stage.jobs(ctx)
+            async with self.db.write_transaction() as conn:
+                current = (
+                    await conn.execute(
+                        select(tasks.c.stage, tasks.c.state)
+                        .where(tasks.c.id == task_id)
+                        .with_for_update()
+                    )
+                ).one()
+                if current.stage != index:
+                    return
+                state = dict(current.state or {})
+                job_ids = state.get("jobs", {}).get(stage.name)
+                if job_ids is None:
+                    job_ids = []
+                    for i, spec in enumerate(specs):
+                        job = await self.runtime.enqueue(
+                            spec.kind,
+                            spec.payload,
+                            queue=spec.queue,
+                            dedupe_key=f"task:{task_id}:{stage.name}:{i}",
+                            deadline=spec.deadline,
+                            priority=spec.priority,
+                            workspace_id=row["workspace_id"],
+                            max_attempts=spec.max_attempts,
+                            conn=conn,
+                        )
+                        job_ids.append(job.id)
+                    state.setdefault("jobs", {})[stage.name] = job_ids
+                    await conn.execute(
+                        update(tasks)
+                        .where(tasks.c.id == task_id)
+                        .values(state=state, updated_at=self.clock.now())
+                    )
+                    await self._event(
+                        conn, task_id, "stage_started", {"stage": stage.name, "jobs": job_ids}
+                    )
+        finished: list[Job] = []
+        for job_id in job_ids:
+            job = await self.runtime.wait(job_id)
+            finished.append(job)
+            async with self.db.write_transaction() as conn:
+                await self._event(
+                    conn,
+                    task_id,
+                    "stage_progress",
+                    {"stage": stage.name, "job": job_id, "status": job.status.value},
+                )
+        ctx.state = state
+        try:
+            outcome = await stage.finish(ctx, finished)
+        except StageFailed as exc:
+            await self._finish(
+                task_id, TaskStatus.FAILED, error_code=exc.code, error_message=str(exc)
+            )
+            return
+        state.setdefault("results", {})[stage.name] = outcome
+        async with self.db.write_transaction() as conn:
+            moved = await conn.execute(
+                update(tasks)
+                .where(
+                    tasks.c.id == task_id,
+                    tasks.c.stage == index,
+                    tasks.c.status == TaskStatus.RUNNING.value,
+                )
+                .values(stage=index + 1, state=state, updated_at=self.clock.now())
+            )
+            if moved.rowcount:
+                await self._event(conn, task_id, "stage_finished", {"stage": stage.name})

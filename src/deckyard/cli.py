@@ -138,6 +138,58 @@ def renderer(
 
 
 @app.command()
+def baseline(
+    idle: Annotated[float, typer.Option("--idle", min=1, help="Seconds of idle window.")] = 60,
+    database_url: Annotated[
+        str | None, typer.Option("--database", help="Database URL (default: a fresh SQLite).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Run the instrumented server and print SQL per loop for an idle window (writes must be 0)."""
+    import json
+    import tempfile
+
+    from deckyard.baseline import as_dict, run_baseline
+
+    with tempfile.TemporaryDirectory(prefix="deckyard-baseline-") as tmp:
+        settings = load_settings(
+            database_url=database_url or f"sqlite:///{tmp}/baseline.db", data_dir=tmp
+        )
+        reports = asyncio.run(run_baseline(settings, idle, None, 0))
+    if as_json:
+        typer.echo(json.dumps(as_dict(reports), indent=2))
+        return
+    from rich.table import Table
+
+    out = Console(highlight=False)
+    for r in reports:
+        table = Table(
+            "loop",
+            "reads/s",
+            "writes/s",
+            "write tx/s",
+            "zero-row writes",
+            "ticks",
+            "p50 ms",
+            "p95 ms",
+            title=f"{r.name}: {r.seconds:.1f} s, database is locked: "
+            f"{r.locked_errors}, RSS {r.rss_bytes / 2**20:.0f} MiB",
+        )
+        for row in r.loops:
+            table.add_row(
+                row["loop"],
+                f"{row['reads_per_s']:.3f}",
+                f"{row['writes_per_s']:.3f}",
+                f"{row['write_tx_per_s']:.3f}",
+                str(row["zero_row_writes"]),
+                str(row["ticks"]),
+                f"{row['tick_p50_ms']:.2f}",
+                f"{row['tick_p95_ms']:.2f}",
+            )
+        out.print(table)
+
+
+@app.command()
 def doctor() -> None:
     """Check Chromium, fonts, the database and renderers, and say what to do about each."""
     from deckyard.doctor import run_doctor

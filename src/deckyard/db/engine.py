@@ -30,6 +30,7 @@ from sqlalchemy.engine import URL, Connection, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import StaticPool
 
+from deckyard.db.errors import is_transient_write_conflict
 from deckyard.db.instrument import StatementCounter
 from deckyard.db.notify import PgListener, WakeupBus
 from deckyard.db.schema import scheduler_lock
@@ -71,6 +72,7 @@ class DbStats:
 
     write_conflicts: int = 0
     locked_errors: int = 0
+    """Statements that failed with SQLite BUSY/LOCKED or a PostgreSQL serialization failure."""
 
 
 class Database:
@@ -105,6 +107,11 @@ class Database:
         )
         if self.counter is not None:
             self.counter.attach(self.engine.sync_engine)
+        event.listen(self.engine.sync_engine, "handle_error", self._count_conflict)
+
+    def _count_conflict(self, context: Any) -> None:
+        if is_transient_write_conflict(context.original_exception):
+            self.stats.locked_errors += 1
 
     @classmethod
     def from_settings(cls, settings: Settings, *, url: str | None = None) -> Database:

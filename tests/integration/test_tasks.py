@@ -234,3 +234,33 @@ async def test_a_raising_pass_is_logged_and_the_loop_goes_on(
     assert loop.stats.errors == 1
     assert "Traceback" in caplog.text or "database hiccup" in caplog.text
     assert any(r.exc_info for r in caplog.records if "reconciliation" in r.getMessage())
+
+
+async def test_task_routes_are_workspace_scoped(db_url: str) -> None:
+    from tests.helpers.api import make_token, running_app
+
+    async with running_app(db_url, reconciliation_thresholds_seconds=THRESHOLDS) as (app, client):
+        ex: TaskExecutor = app.state.tasks
+        rt: Runtime = app.state.runtime
+
+        @rt.handler("double", queue="t")
+        async def double(ctx: JobContext) -> int:
+            return int(ctx.payload["x"]) * 2
+
+        async def doubles(ctx: StageContext) -> list[EnqueueSpec]:
+            return [EnqueueSpec("double", {"x": 1})]
+
+        ex.register(TaskKind("one", [Stage("double", doubles)]))
+        rt.worker(["t"])
+        alice = await make_token(app, "alice")
+        bob = await make_token(app, "bob")
+        task_id = await ex.create("one", {}, workspace_id="alice")
+        await _task_at_rest(ex, task_id)
+        got = await client.get(f"/v1/tasks/{task_id}", headers=alice)
+        assert got.status_code == 200
+        assert got.json()["status"] == "succeeded" and got.json()["stages"] == ["double"]
+        events = (await client.get(f"/v1/tasks/{task_id}/events", headers=alice)).json()
+        assert events[0]["type"] == "created" and events[-1]["type"] == "succeeded"
+        assert (await client.get(f"/v1/tasks/{task_id}", headers=bob)).status_code == 404
+        assert (await client.get("/v1/tasks", headers=bob)).json() == []
+        assert [t["id"] for t in (await client.get("/v1/tasks", headers=alice)).json()] == [task_id]

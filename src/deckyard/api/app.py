@@ -14,6 +14,7 @@ from deckyard.api.health import router as health_router
 from deckyard.api.idempotency import IdempotencyMiddleware
 from deckyard.api.jobs import router as jobs_router
 from deckyard.api.metrics import router as metrics_router
+from deckyard.api.tasks import router as tasks_router
 from deckyard.config import Settings
 from deckyard.db import Database
 from deckyard.db.migrate import upgrade
@@ -68,6 +69,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(health_router)
     app.include_router(metrics_router)
     app.include_router(jobs_router)
+    app.include_router(tasks_router)
     return app
 
 

@@ -22,7 +22,7 @@ def sse_events(text: str) -> list[dict[str, str]]:
 
 
 async def test_token_required(db_url: str) -> None:
-    async with running_app(db_url) as (app, client):
+    async with running_app(db_url) as (_app, client):
         assert (await client.get("/v1/jobs")).status_code == 401
         bad = await client.get("/v1/jobs", headers={"authorization": "Bearer dy_nope"})
         assert bad.status_code == 401
@@ -177,3 +177,36 @@ async def test_metrics_parse_and_move_with_work(db_url: str) -> None:
         assert after[("deckyard_job_claims_total", ())] >= 1
         assert after[("deckyard_job_completions_total", (("outcome", "succeeded"),))] >= 1
         assert after[("deckyard_loop_alive", (("loop", "recovery"),))] == 1
+
+
+async def test_old_idempotency_records_are_pruned(db_url: str) -> None:
+    from datetime import timedelta
+
+    from sqlalchemy import func, select, update
+
+    from deckyard.api.maintenance import idempotency_prune
+    from deckyard.api.schema import idempotency_keys
+    from deckyard.clock import SYSTEM_CLOCK
+
+    async with running_app(db_url) as (app, client):
+        alice = await make_token(app, "alice")
+        rt: Runtime = app.state.runtime
+        for i in range(3):
+            job = await rt.enqueue("k", queue="parked", run_at=3600, workspace_id="alice")
+            r = await client.post(
+                f"/v1/jobs/{job.id}/cancel", headers={**alice, "idempotency-key": f"k{i}"}
+            )
+            assert r.status_code == 200
+        db = app.state.db
+        old = SYSTEM_CLOCK.now() - timedelta(days=3)
+        async with db.write_transaction() as conn:
+            await conn.execute(
+                update(idempotency_keys)
+                .where(idempotency_keys.c.key != "k2")
+                .values(created_at=old)
+            )
+        assert await idempotency_prune(db, app.state.settings, SYSTEM_CLOCK) == 2
+        assert await idempotency_prune(db, app.state.settings, SYSTEM_CLOCK) == 0
+        async with db.read_connection() as conn:
+            left = (await conn.execute(select(func.count()).select_from(idempotency_keys))).scalar()
+        assert left == 1

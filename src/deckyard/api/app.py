@@ -13,6 +13,7 @@ from deckyard.api.errors import install_error_handlers
 from deckyard.api.health import router as health_router
 from deckyard.api.idempotency import IdempotencyMiddleware
 from deckyard.api.jobs import router as jobs_router
+from deckyard.api.maintenance import ApiMaintenance
 from deckyard.api.metrics import router as metrics_router
 from deckyard.api.tasks import router as tasks_router
 from deckyard.config import Settings
@@ -39,10 +40,13 @@ def create_app(settings: Settings) -> FastAPI:
         app.state.settings = settings
         app.state.runtime = runtime
         app.state.tasks = executor
-        app.state.loop_owners = [runtime, executor]
+        maintenance = ApiMaintenance(db, settings)
+        app.state.loop_owners = [runtime, executor, maintenance]
         app.state.metric_sources = []
         await runtime.start(run_loops=settings.background_loops)
         await executor.start(run_loops=settings.background_loops)
+        if settings.background_loops:
+            maintenance.start()
         log.info(
             "deckyard %s ready on %s; loops: %s",
             __version__,
@@ -52,6 +56,7 @@ def create_app(settings: Settings) -> FastAPI:
         try:
             yield
         finally:
+            await maintenance.stop()
             await executor.stop()
             await runtime.stop()
             await db.dispose()

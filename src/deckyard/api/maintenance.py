@@ -1,0 +1,80 @@
+"""API housekeeping: forgetting stored idempotent responses after their retention."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from sqlalchemy import delete, select
+
+from deckyard.api.schema import idempotency_keys
+from deckyard.clock import SYSTEM_CLOCK, Clock
+from deckyard.config import Settings
+from deckyard.db import Database
+from deckyard.jobs.loop import IDLE, MORE, Loop, Tick
+
+BATCH = 500
+
+
+async def idempotency_prune(db: Database, settings: Settings, clock: Clock) -> int:
+    """Delete up to one batch of expired idempotency records; reads first, writes only if due."""
+    cutoff = clock.now() - timedelta(seconds=settings.idempotency_retention_seconds)
+    async with db.read_connection() as conn:
+        keys = (
+            await conn.execute(
+                select(idempotency_keys.c.workspace_id, idempotency_keys.c.key)
+                .where(idempotency_keys.c.created_at < cutoff)
+                .limit(BATCH)
+            )
+        ).all()
+    if not keys:
+        return 0
+    async with db.write_transaction() as conn:
+        for ws, key in keys:
+            await conn.execute(
+                delete(idempotency_keys).where(
+                    idempotency_keys.c.workspace_id == ws,
+                    idempotency_keys.c.key == key,
+                    idempotency_keys.c.created_at < cutoff,
+                )
+            )
+    return len(keys)
+
+
+class ApiMaintenance:
+    """Runs the API's housekeeping loop."""
+
+    def __init__(self, db: Database, settings: Settings, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.db = db
+        self.settings = settings
+        self.clock = clock
+        self._loops: list[Loop] = []
+
+    @property
+    def loops(self) -> list[Loop]:
+        """The housekeeping loop, once started."""
+        return self._loops
+
+    async def _tick(self) -> Tick:
+        n = await idempotency_prune(self.db, self.settings, self.clock)
+        return MORE if n >= BATCH else IDLE
+
+    def start(self) -> None:
+        """Start pruning at the job-prune cadence."""
+        s = self.settings
+        loop = Loop(
+            "idempotency-prune",
+            self._tick,
+            subscription=None,
+            poll_interval=s.job_prune_interval_seconds,
+            idle_ceiling=s.job_prune_interval_seconds,
+            error_backoff=s.loop_error_backoff_seconds,
+            error_backoff_max=s.loop_error_backoff_max_seconds,
+            clock=self.clock,
+        )
+        loop.start()
+        self._loops = [loop]
+
+    async def stop(self) -> None:
+        """Stop the loop."""
+        for loop in self._loops:
+            await loop.stop()

@@ -1,0 +1,76 @@
+"""Decks, their assets, pages and page versions."""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    Boolean,
+    Column,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+from deckyard.db import JSONPayload, UTCDateTime, metadata
+from deckyard.db.types import BigId
+
+decks = Table(
+    "decks",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column(
+        "workspace_id", String(64), ForeignKey("workspaces.id", ondelete="CASCADE"), nullable=False
+    ),
+    Column("title", String(300), nullable=False),
+    Column("manifest", JSONPayload, nullable=False),
+    Column("theme_css", Text, nullable=False),
+    Column("theme_path", String(500)),
+    Column("version", Integer, nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+    Index("ix_decks_workspace", "workspace_id", "id"),
+)
+
+deck_assets = Table(
+    "deck_assets",
+    metadata,
+    Column("deck_id", BigId, ForeignKey("decks.id", ondelete="CASCADE"), primary_key=True),
+    Column("path", String(500), primary_key=True),
+    Column("media_type", String(200), nullable=False),
+    Column("size", Integer, nullable=False),
+    Column("sha256", String(64), nullable=False),
+    Column("data", LargeBinary, nullable=False),
+)
+
+pages = Table(
+    "pages",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("deck_id", BigId, ForeignKey("decks.id", ondelete="CASCADE"), nullable=False),
+    Column("name", String(100), nullable=False),
+    Column("position", Integer, nullable=False),
+    Column("current_version_id", BigId),
+    Column("created_at", UTCDateTime, nullable=False),
+    UniqueConstraint("deck_id", "name", name="uq_pages_deck_id_name"),
+)
+
+page_versions = Table(
+    "page_versions",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("page_id", BigId, ForeignKey("pages.id", ondelete="CASCADE"), nullable=False),
+    Column("number", Integer, nullable=False),
+    Column("kind", String(8), nullable=False),
+    Column("source", Text, nullable=False),
+    Column("compiled", Text),
+    Column("compiled_sha256", String(64)),
+    Column("validation", JSONPayload),
+    Column("skipped_visual_verification", Boolean, nullable=False),
+    Column("screenshot", JSONPayload),
+    Column("created_at", UTCDateTime, nullable=False),
+    UniqueConstraint("page_id", "number", name="uq_page_versions_page_id_number"),
+)

@@ -29,6 +29,36 @@ async def job_next_due(conn: AsyncConnection, queues: Sequence[str]) -> datetime
     return value
 
 
+_CLAIM = (
+    update(jobs)
+    .where(
+        jobs.c.id.in_(
+            select(jobs.c.id)
+            .where(
+                jobs.c.status == PENDING,
+                jobs.c.queue.in_(bindparam("queues", expanding=True)),
+                jobs.c.run_at <= bindparam("now", type_=jobs.c.run_at.type),
+                jobs.c.attempt < jobs.c.max_attempts,
+            )
+            .order_by(jobs.c.priority, jobs.c.run_at, jobs.c.id)
+            .limit(bindparam("n"))
+            .with_for_update(skip_locked=True)
+            .scalar_subquery()
+        )
+    )
+    .values(
+        status=RUNNING,
+        lease_owner=bindparam("owner"),
+        lease_expires_at=bindparam("until", type_=jobs.c.lease_expires_at.type),
+        attempt=jobs.c.attempt + 1,
+        started_at=bindparam("now", type_=jobs.c.started_at.type),
+        updated_at=bindparam("now", type_=jobs.c.updated_at.type),
+    )
+    .returning(*JOB_COLUMNS)
+)
+"""Built once: claiming is the hottest statement, and building it costs more than running it."""
+
+
 async def job_claim(
     conn: AsyncConnection,
     queues: Sequence[str],
@@ -42,33 +72,14 @@ async def job_claim(
     PostgreSQL skips rows other claimers hold (`FOR UPDATE SKIP LOCKED`); SQLite needs no row
     locks because the caller's `BEGIN IMMEDIATE` holds the only writer lock.
     """
-    picked = (
-        select(jobs.c.id)
-        .where(
-            jobs.c.status == PENDING,
-            jobs.c.queue.in_(queues),
-            jobs.c.run_at <= now,
-            jobs.c.attempt < jobs.c.max_attempts,
-        )
-        .order_by(jobs.c.priority, jobs.c.run_at, jobs.c.id)
-        .limit(limit)
-        .with_for_update(skip_locked=True)
-        .scalar_subquery()
-    )
-    stmt = (
-        update(jobs)
-        .where(jobs.c.id.in_(picked))
-        .values(
-            status=RUNNING,
-            lease_owner=owner,
-            lease_expires_at=now + timedelta(seconds=lease),
-            attempt=jobs.c.attempt + 1,
-            started_at=now,
-            updated_at=now,
-        )
-        .returning(*JOB_COLUMNS)
-    )
-    rows = (await conn.execute(stmt)).all()
+    params = {
+        "queues": list(queues),
+        "now": now,
+        "n": limit,
+        "owner": owner,
+        "until": now + timedelta(seconds=lease),
+    }
+    rows = (await conn.execute(_CLAIM, params)).all()
     return sorted((Job.from_row(r) for r in rows), key=lambda j: (j.priority, j.run_at, j.id))
 
 
@@ -134,7 +145,7 @@ async def job_cancel_requested(conn: AsyncConnection, ids: Sequence[int]) -> set
     return {r.id for r in rows}
 
 
-def _held(owner: str, now: datetime) -> ColumnElement[bool]:
+def _held(owner: Any, now: Any) -> ColumnElement[bool]:
     return and_(
         jobs.c.status == RUNNING,
         jobs.c.lease_owner == owner,
@@ -142,7 +153,7 @@ def _held(owner: str, now: datetime) -> ColumnElement[bool]:
     )
 
 
-def _success_status(now: datetime) -> Any:
+def _success_status(now: Any) -> Any:
     return case(
         (jobs.c.cancel_requested_at.is_not(None), JobStatus.CANCELLED.value),
         (
@@ -153,18 +164,14 @@ def _success_status(now: datetime) -> Any:
     )
 
 
-def _success_values(now: datetime, result: Any) -> dict[str, Any]:
+def _success_values(now: Any, result: Any) -> dict[str, Any]:
     refused = or_(
         jobs.c.cancel_requested_at.is_not(None),
         and_(jobs.c.deadline_at.is_not(None), jobs.c.deadline_at <= now),
     )
     return {
         "status": _success_status(now),
-        "result": (
-            case((refused, None), else_=bindparam(None, result, type_=jobs.c.result.type))
-            if result is not None
-            else None
-        ),
+        "result": case((refused, None), else_=result) if result is not None else None,
         "error_code": case(
             (jobs.c.cancel_requested_at.is_not(None), JobErrorCode.CANCELLED.value),
             (refused, JobErrorCode.DEADLINE_EXCEEDED.value),
@@ -174,6 +181,26 @@ def _success_values(now: datetime, result: Any) -> dict[str, Any]:
         "finished_at": now,
         "updated_at": now,
     }
+
+
+def _success_update(where: ColumnElement[bool], now: Any, result: Any) -> Any:
+    return (
+        update(jobs)
+        .where(where, _held(bindparam("owner"), now))
+        .values(_success_values(now, result))
+        .returning(jobs.c.id, jobs.c.status)
+    )
+
+
+_NOW = bindparam("now", type_=jobs.c.updated_at.type)
+_COMPLETE_PLAIN = _success_update(
+    tuple_(jobs.c.id, jobs.c.attempt).in_(bindparam("pairs", expanding=True)), _NOW, None
+)
+_COMPLETE_ONE = _success_update(
+    and_(jobs.c.id == bindparam("job_id"), jobs.c.attempt == bindparam("b_attempt")),
+    _NOW,
+    bindparam("b_result", type_=jobs.c.result.type),
+)
 
 
 async def job_complete_many(
@@ -191,24 +218,19 @@ async def job_complete_many(
     out: dict[int, str] = {}
     no_result = [(i, a) for i, a, r in done if r is None]
     if no_result:
-        rows = await conn.execute(
-            update(jobs)
-            .where(tuple_(jobs.c.id, jobs.c.attempt).in_(no_result), _held(owner, now))
-            .values(_success_values(now, None))
-            .returning(jobs.c.id, jobs.c.status)
-        )
+        rows = await conn.execute(_COMPLETE_PLAIN, {"pairs": no_result, "owner": owner, "now": now})
         out.update({r.id: r.status for r in rows})
     for job_id, attempt, result in done:
         if result is None:
             continue
-        row = (
-            await conn.execute(
-                update(jobs)
-                .where(jobs.c.id == job_id, jobs.c.attempt == attempt, _held(owner, now))
-                .values(_success_values(now, result))
-                .returning(jobs.c.id, jobs.c.status)
-            )
-        ).first()
+        params = {
+            "job_id": job_id,
+            "b_attempt": attempt,
+            "owner": owner,
+            "now": now,
+            "b_result": result,
+        }
+        row = (await conn.execute(_COMPLETE_ONE, params)).first()
         if row is not None:
             out[row.id] = row.status
     return out

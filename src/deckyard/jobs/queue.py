@@ -18,7 +18,7 @@ from deckyard.jobs.status import ACTIVE, EventType, JobErrorCode, JobStatus
 WAKE_JOBS = "jobs"
 WAKE_CANCEL = "jobs.cancel"
 WAKE_EVENTS = "jobs.events"
-_BULK_CHUNK = 500
+_BULK_CHUNK = 1000
 
 
 @dataclass(frozen=True)
@@ -98,15 +98,11 @@ async def job_insert_many(
     """Insert many jobs in bulk (those with dedupe keys one by one), in input order."""
     out: list[Job | None] = [None] * len(items)
     plain = [i for i, item in enumerate(items) if item.dedupe_key is None]
+    stmt = insert(jobs).returning(*JOB_COLUMNS, sort_by_parameter_order=True)
     for start in range(0, len(plain), _BULK_CHUNK):
         chunk = plain[start : start + _BULK_CHUNK]
-        rows = (
-            await conn.execute(
-                insert(jobs).values([items[i].row(now) for i in chunk]).returning(*JOB_COLUMNS),
-            )
-        ).all()
-        by_order = sorted(rows, key=lambda r: r.id)
-        for i, row in zip(chunk, by_order, strict=True):
+        rows = (await conn.execute(stmt, [items[i].row(now) for i in chunk])).all()
+        for i, row in zip(chunk, rows, strict=True):
             out[i] = Job.from_row(row)
     for i, item in enumerate(items):
         if item.dedupe_key is not None:

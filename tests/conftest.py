@@ -12,6 +12,7 @@ import pytest
 
 from deckyard.db import Database
 from deckyard.db.migrate import upgrade
+from tests.helpers.server import Server
 
 PG_URL = os.environ.get("TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test")
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
@@ -78,3 +79,12 @@ async def db(db_url: str) -> AsyncIterator[Database]:
         yield database
     finally:
         await database.dispose()
+
+
+@pytest.fixture
+def servers() -> Iterator[list[Server]]:
+    """`deckyard serve` subprocesses a test starts; all stopped (with their groups) afterwards."""
+    started: list[Server] = []
+    yield started
+    for s in started:
+        s.stop()

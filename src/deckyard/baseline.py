@@ -34,6 +34,7 @@ class WindowReport:
     loops: list[dict[str, Any]]
     locked_errors: int
     rss_bytes: int
+    tree_pss_bytes: int
     extra: dict[str, Any]
 
     def total(self, field: str) -> float:
@@ -41,15 +42,21 @@ class WindowReport:
         return float(sum(row[field] for row in self.loops))
 
 
-def _rss() -> int:
+def _memory() -> tuple[int, int]:
+    """(this process's RSS, the proportional set size of it and all its children).
+
+    PSS splits shared pages between the processes sharing them, so summing it over Chromium's
+    many processes does not count the same library pages again and again, as RSS would.
+    """
     me = psutil.Process()
-    total = me.memory_info().rss
-    for child in me.children(recursive=True):
+    rss = int(me.memory_info().rss)
+    pss = 0
+    for proc in [me, *me.children(recursive=True)]:
         try:
-            total += child.memory_info().rss
+            pss += int(proc.memory_full_info().pss)
         except psutil.Error:
             continue
-    return int(total)
+    return rss, pss
 
 
 def _percentile(values: list[float], p: float) -> float:
@@ -98,7 +105,10 @@ async def _window(
                 "tick_p95_ms": _percentile(durations, 95) * 1000,
             }
         )
-    return WindowReport(name, elapsed, rows, db.stats.locked_errors - before_locked, _rss(), extra)
+    rss, pss = _memory()
+    return WindowReport(
+        name, elapsed, rows, db.stats.locked_errors - before_locked, rss, pss, extra
+    )
 
 
 async def run_baseline(
@@ -129,6 +139,7 @@ def as_dict(reports: list[WindowReport]) -> list[dict[str, Any]]:
             "seconds": round(r.seconds, 2),
             "locked_errors": r.locked_errors,
             "rss_bytes": r.rss_bytes,
+            "tree_pss_bytes": r.tree_pss_bytes,
             "totals": {
                 "reads_per_s": r.total("reads_per_s"),
                 "writes_per_s": r.total("writes_per_s"),

@@ -121,6 +121,16 @@ class Settings(BaseSettings):
     renderer_diagnostics_max_chars: int = Field(500, ge=16, le=100_000)
     renderer_overflow_scan_limit: int = Field(2000, ge=0, le=1_000_000)
     renderer_max_batch_ids: int = Field(200, ge=1, le=10_000)
+    renderer_tab_reuse_limit: int = Field(
+        50,
+        ge=1,
+        description="Document renders one browser context serves (reset and verified between "
+        "them) before it is replaced by a never-used one; 1 gives every render a fresh context.",
+    )
+    renderer_spare_tabs: int = Field(
+        1, ge=0, le=64, description="Document contexts kept warm beyond one per slot."
+    )
+    renderer_tab_reset_timeout_seconds: float = Field(2.0, gt=0)
 
     # --- render control plane --------------------------------------------------------------
     renderer_urls: list[str] = Field(default_factory=list)
@@ -153,6 +163,47 @@ class Settings(BaseSettings):
     reconciliation_enabled: bool = True
     reconciliation_thresholds_seconds: dict[str, float] = Field(
         default_factory=lambda: {"running": 1800.0, "pending": 1800.0}
+    )
+
+    # --- decks -----------------------------------------------------------------------------
+    deck_max_body_bytes: int = Field(
+        64 * 1024 * 1024, ge=1024, description="Largest deck upload (ZIP or JSON); more is 413."
+    )
+    deck_max_zip_entries: int = Field(2000, ge=1, le=1_000_000)
+    deck_max_uncompressed_bytes: int = Field(
+        256 * 1024 * 1024, ge=1024, description="Sum of a deck's unpacked files."
+    )
+    deck_max_file_bytes: int = Field(32 * 1024 * 1024, ge=1024)
+    deck_max_pages: int = Field(500, ge=1, le=100_000)
+    deck_max_slide_dimension: int = Field(8192, ge=16)
+    deck_max_document_bytes: int = Field(
+        50 * 1024 * 1024, ge=1024, description="Largest compiled page or print document."
+    )
+    deck_site_max_uncompressed_bytes: int = Field(
+        2 * 1024 * 1024 * 1024, ge=1024, description="Sum of a built site's unpacked files."
+    )
+    deck_markdown_html: bool = Field(True, description="Allow raw HTML inside Markdown pages.")
+    deck_markdown_extensions: list[str] = Field(
+        default_factory=lambda: ["table", "strikethrough"],
+        description="markdown-it rules enabled on top of CommonMark.",
+    )
+    deck_validate_render_timeout_seconds: float = Field(
+        60.0, gt=0, description="How long a page's render check may wait before `unavailable`."
+    )
+    deck_job_timeout_seconds: float = Field(
+        300.0, gt=0, description="Longest run of one deck job (validate, edit, build, export)."
+    )
+    deck_job_max_attempts: int = Field(
+        3, ge=1, le=100, description="Executions of a deck job before it fails for good."
+    )
+    deck_job_concurrency: int = Field(
+        4,
+        ge=1,
+        le=1000,
+        description="Deck jobs run at once (their own worker, apart from renders).",
+    )
+    deck_api_wait_seconds: float = Field(
+        90.0, gt=0, description="How long a synchronous deck route waits for its job."
     )
 
     @classmethod

@@ -19,6 +19,7 @@ FAST: dict[str, Any] = {
     "job_stop_grace_seconds": 2.0,
     "loop_error_backoff_seconds": 0.05,
     "job_periodic_check_seconds": 0.05,
+    "renderers": 0,
 }
 
 

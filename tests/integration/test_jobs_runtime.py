@@ -440,18 +440,17 @@ async def test_on_success_hook_runs_in_the_finish_transaction(db: Database) -> N
 async def test_prune_removes_old_finished_jobs_in_batches(db: Database) -> None:
     from deckyard.jobs.prune import job_prune
 
-    rt = make_runtime(db)
-    async with rt:
-        jobs_ = await rt.enqueue_many([EnqueueSpec("k", queue="q") for _ in range(5)])
-        old = rt.clock.now() - timedelta(days=30)
-        async with db.write_transaction() as conn:
-            await conn.execute(
-                update(jobs)
-                .where(jobs.c.id.in_([j.id for j in jobs_[:4]]))
-                .values(status="succeeded", finished_at=old)
-            )
-        await rt.emit(jobs_[0].id, "note")
-        assert await job_prune(db, rt.clock.now(), 3600, 3) == 3
-        assert await job_prune(db, rt.clock.now(), 3600, 3) == 1
-        assert await job_prune(db, rt.clock.now(), 3600, 3) == 0
-        assert [j.id for j in await rt.list()] == [jobs_[4].id]
+    rt = make_runtime(db)  # not started: its own prune loop must not race this test
+    jobs_ = await rt.enqueue_many([EnqueueSpec("k", queue="q") for _ in range(5)])
+    old = rt.clock.now() - timedelta(days=30)
+    async with db.write_transaction() as conn:
+        await conn.execute(
+            update(jobs)
+            .where(jobs.c.id.in_([j.id for j in jobs_[:4]]))
+            .values(status="succeeded", finished_at=old)
+        )
+    await rt.emit(jobs_[0].id, "note")
+    assert await job_prune(db, rt.clock.now(), 3600, 3) == 3
+    assert await job_prune(db, rt.clock.now(), 3600, 3) == 1
+    assert await job_prune(db, rt.clock.now(), 3600, 3) == 0
+    assert [j.id for j in await rt.list()] == [jobs_[4].id]

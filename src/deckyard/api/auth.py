@@ -16,6 +16,9 @@ from deckyard.api.schema import api_tokens, workspaces
 from deckyard.db import Database
 
 TOKEN_PREFIX = "dy_"
+SESSION_COOKIE = "deckyard_session"
+UI_HEADER = "x-deckyard-ui"
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 WORKSPACE_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 
 
@@ -79,14 +82,32 @@ def bearer_token(request: Request) -> str | None:
     return value.strip()
 
 
+def session_token(request: Request) -> str | None:
+    """The token of the dashboard's session cookie, if the request carries one."""
+    return request.cookies.get(SESSION_COOKIE) or None
+
+
 async def current_principal(request: Request) -> Principal:
-    """FastAPI dependency: the caller's principal; 401 without a valid bearer token."""
+    """FastAPI dependency: the caller's principal, from a bearer token or the dashboard cookie.
+
+    A bearer token wins when both are sent. The cookie exists because a browser's EventSource
+    cannot send headers; a cookie-authenticated request that changes state must also carry
+    `X-Deckyard-UI: 1`, which a cross-site form cannot add.
+    """
     cached: Principal | None = getattr(request.state, "principal", None)
     if cached is not None:
         return cached
     token = bearer_token(request)
     if token is None:
-        raise ApiError(401, "UNAUTHENTICATED", "send 'Authorization: Bearer <token>'")
+        token = session_token(request)
+        if token is None:
+            raise ApiError(401, "UNAUTHENTICATED", "send 'Authorization: Bearer <token>'")
+        if request.method not in SAFE_METHODS and request.headers.get(UI_HEADER) != "1":
+            raise ApiError(
+                403,
+                "UI_HEADER_REQUIRED",
+                f"a cookie-authenticated {request.method} needs {UI_HEADER}: 1",
+            )
     principal = await token_resolve(request.app.state.db, token)
     if principal is None:
         raise ApiError(401, "UNAUTHENTICATED", "unknown or revoked token")

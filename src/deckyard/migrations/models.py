@@ -6,7 +6,9 @@ declares tables adds its schema module here.
 
 from deckyard.api import schema as api_schema
 from deckyard.db.schema import metadata
+from deckyard.decks import schema as decks_schema
 from deckyard.jobs import schema as jobs_schema
+from deckyard.render.control import schema as render_schema
 from deckyard.tasks import schema as tasks_schema
 
-__all__ = ["api_schema", "jobs_schema", "metadata", "tasks_schema"]
+__all__ = ["api_schema", "decks_schema", "jobs_schema", "metadata", "render_schema", "tasks_schema"]

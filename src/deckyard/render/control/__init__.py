@@ -1,0 +1,1 @@
+"""The render control plane: requests, attempts on renderer slots, leases, CAS results."""

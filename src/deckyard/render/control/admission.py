@@ -1,0 +1,155 @@
+"""Admission: queue limits for new requests, and slots for pending ones under the caps.
+
+Both run under `acquire_admission_lock`, so no two processes decide at once: the caps and the
+queue limits hold across every node sharing the database, not just within one.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from deckyard.config import Settings
+from deckyard.db import Database
+from deckyard.render.control.attempts import attempt_admit, occupancy_snapshot
+from deckyard.render.control.models import RenderAttempt, RenderRequest, RenderWorker
+from deckyard.render.control.repository import (
+    request_finish,
+    request_queue_depth,
+    requests_due,
+    worker_list,
+)
+from deckyard.render.control.status import ControlErrorCode, RequestStatus, WorkerState
+from deckyard.render.errors import RenderErrorCode
+
+
+class RenderQueueFull(Exception):
+    """Too many render requests are queued (globally or for the workspace); try again later."""
+
+    code = ControlErrorCode.QUEUE_FULL
+
+    def __init__(self, message: str, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+async def queue_check(conn: AsyncConnection, settings: Settings, workspace_id: str) -> None:
+    """Refuse a new request with `RenderQueueFull` when a queue limit is reached."""
+    total, mine = await request_queue_depth(conn, workspace_id)
+    retry = settings.render_retry_after_seconds
+    if total >= settings.render_queue_limit:
+        raise RenderQueueFull(
+            f"{total} render requests are queued (limit {settings.render_queue_limit})", retry
+        )
+    if mine >= settings.render_workspace_queue_limit:
+        raise RenderQueueFull(
+            f"workspace {workspace_id} has {mine} render requests queued "
+            f"(limit {settings.render_workspace_queue_limit})",
+            retry,
+        )
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """An attempt just admitted, with the renderer it must be posted to."""
+
+    attempt: RenderAttempt
+    request: RenderRequest
+    worker: RenderWorker
+
+
+def attempt_timeout(settings: Settings, request: RenderRequest, now: datetime) -> float:
+    """min(per-attempt timeout, the request's remaining time, the renderer's maximum)."""
+    remaining = (request.deadline_at - now).total_seconds()
+    return max(
+        0.1,
+        min(
+            settings.render_attempt_timeout_seconds,
+            remaining,
+            settings.renderer_max_timeout_seconds,
+        ),
+    )
+
+
+async def admit_due(
+    db: Database,
+    conn: AsyncConnection,
+    settings: Settings,
+    now: datetime,
+    reachable: set[str],
+) -> list[Admitted]:
+    """Give due pending requests attempts on free slots while the caps allow.
+
+    Only renderers named in `reachable` (those this process can post to) get attempts.
+    Requests past their deadline fail with `RENDER_DEADLINE_EXCEEDED` instead. Call inside a
+    write transaction; it takes the admission lock itself.
+    """
+    await db.acquire_admission_lock(conn)
+    due = await requests_due(conn, now, settings.render_global_cap * 4)
+    if not due:
+        return []
+    occ = await occupancy_snapshot(conn)
+    workers = [
+        w
+        for w in await worker_list(conn)
+        if w.state is WorkerState.UP and w.epoch is not None and w.slots > 0 and w.name in reachable
+    ]
+    admitted: list[Admitted] = []
+    for request in due:
+        if request.deadline_at <= now:
+            await request_finish(
+                db,
+                conn,
+                request.id,
+                RequestStatus.FAILED,
+                now,
+                code=RenderErrorCode.DEADLINE_EXCEEDED.value,
+                message=f"the deadline passed before attempt {request.attempts + 1} could start",
+                from_status=[RequestStatus.PENDING.value],
+            )
+            continue
+        if occ.total >= settings.render_global_cap:
+            break
+        if occ.by_workspace[request.workspace_id] >= settings.render_workspace_cap:
+            continue
+        choice = _free_slot(workers, occ.taken)
+        if choice is None:
+            break
+        worker, slot = choice
+        assert worker.epoch is not None
+        attempt = await attempt_admit(
+            db,
+            conn,
+            request,
+            worker_id=worker.id,
+            epoch=worker.epoch,
+            slot=slot,
+            attempt_key=f"dy{request.id}-{request.attempts + 1}-{secrets.token_hex(4)}",
+            timeout_seconds=attempt_timeout(settings, request, now),
+            lease_seconds=settings.render_lease_seconds,
+            now=now,
+        )
+        if attempt is None:
+            continue
+        occ.total += 1
+        occ.by_workspace[request.workspace_id] += 1
+        occ.taken.setdefault((worker.id, worker.epoch), set()).add(slot)
+        admitted.append(Admitted(attempt, request, worker))
+    return admitted
+
+
+def _free_slot(
+    workers: list[RenderWorker], taken: dict[tuple[int, str], set[int]]
+) -> tuple[RenderWorker, int] | None:
+    """The least busy worker's lowest free slot, or None when every slot is held."""
+    best: tuple[int, RenderWorker, int] | None = None
+    for worker in workers:
+        assert worker.epoch is not None
+        held = taken.get((worker.id, worker.epoch), set())
+        free = [s for s in range(worker.slots) if s not in held]
+        if free and (best is None or len(held) < best[0]):
+            best = (len(held), worker, free[0])
+    return None if best is None else (best[1], best[2])

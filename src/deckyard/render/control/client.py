@@ -1,0 +1,162 @@
+"""A signed httpx client for the renderer's control API, shaped for the coordinator.
+
+Every call returns a value instead of raising on renderer trouble: `None` means the renderer
+did not answer usefully (connection refused, timeout, a 5xx or a body that is not what the API
+promises), which the coordinator treats as "unreachable": no lease renewal, nothing written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from pydantic import ValidationError
+
+from deckyard.clock import SYSTEM_CLOCK, Clock
+from deckyard.render.errors import RenderErrorCode, is_retryable
+from deckyard.render.signing import HmacAuth
+from deckyard.render.worker.models import Capabilities, Receipt
+
+log = logging.getLogger(__name__)
+
+SHA256_HEADER = "X-Deckyard-Artifact-Sha256"
+SIZE_HEADER = "X-Deckyard-Artifact-Size"
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """The renderer refused an attempt outright with an error body."""
+
+    status: int
+    code: str
+    message: str
+
+    @property
+    def retryable(self) -> bool:
+        """Whether another attempt (maybe elsewhere) could be accepted."""
+        return is_retryable(self.code)
+
+
+class ArtifactMismatch(Exception):
+    """The downloaded bytes do not match the size or sha256 the renderer promised."""
+
+
+class RendererClient:
+    """Talks to any number of renderers, each under its own shared secret."""
+
+    def __init__(
+        self,
+        timeout: float,
+        clock: Clock = SYSTEM_CLOCK,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self._timeout = timeout
+        self._clock = clock
+        self._transport = transport
+        self._clients: dict[tuple[str, str], httpx.AsyncClient] = {}
+
+    def _client(self, url: str, secret: str) -> httpx.AsyncClient:
+        key = (url, secret)
+        client = self._clients.get(key)
+        if client is None:
+            client = httpx.AsyncClient(
+                base_url=url,
+                auth=HmacAuth(secret, self._clock),
+                timeout=self._timeout,
+                transport=self._transport,
+            )
+            self._clients[key] = client
+        return client
+
+    async def aclose(self) -> None:
+        """Close every connection pool."""
+        clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            await client.aclose()
+
+    async def _call(
+        self, url: str, secret: str, method: str, path: str, **kwargs: Any
+    ) -> httpx.Response | None:
+        try:
+            return await self._client(url, secret).request(method, path, **kwargs)
+        except httpx.HTTPError as exc:
+            log.info("renderer %s unreachable on %s %s: %s", url, method, path, exc)
+            return None
+
+    async def capabilities(self, url: str, secret: str) -> Capabilities | None:
+        """Who the renderer is now (epoch, slots), or None when it does not answer."""
+        resp = await self._call(url, secret, "GET", "/v1/capabilities")
+        if resp is None or resp.status_code != 200:
+            return None
+        try:
+            return Capabilities.model_validate_json(resp.content)
+        except ValidationError:
+            return None
+
+    async def submit(
+        self, url: str, secret: str, body: dict[str, Any]
+    ) -> Receipt | Rejection | None:
+        """Post an attempt: its receipt, the renderer's refusal, or None when unreachable."""
+        resp = await self._call(url, secret, "POST", "/v1/attempts", json=body)
+        if resp is None:
+            return None
+        if resp.status_code in (200, 202):
+            try:
+                return Receipt.model_validate_json(resp.content)
+            except ValidationError:
+                return None
+        if resp.status_code >= 500:
+            return None
+        try:
+            data = resp.json()
+            return Rejection(resp.status_code, str(data["error"]), str(data.get("message", "")))
+        except (ValueError, KeyError, TypeError):
+            return Rejection(
+                resp.status_code, RenderErrorCode.INTERNAL_ERROR.value, resp.text[:500]
+            )
+
+    async def receipts(self, url: str, secret: str, keys: list[str]) -> list[Receipt] | None:
+        """Receipts for `keys` in one call, or None when the renderer did not answer."""
+        resp = await self._call(url, secret, "GET", "/v1/attempts", params={"ids": ",".join(keys)})
+        if resp is None or resp.status_code != 200:
+            return None
+        try:
+            return [Receipt.model_validate(r) for r in resp.json()["receipts"]]
+        except (ValueError, KeyError, TypeError, ValidationError):
+            return None
+
+    async def artifact(self, url: str, secret: str, key: str, size: int, sha256: str) -> bytes:
+        """Download an attempt's artefact and check it against the receipt's size and sha256.
+
+        Raises `ArtifactMismatch` on a wrong body and `httpx.HTTPError` when it cannot be had.
+        """
+        resp = await self._client(url, secret).get(f"/v1/attempts/{key}/artifact")
+        resp.raise_for_status()
+        data = resp.content
+        digest = hashlib.sha256(data).hexdigest()
+        header_sha = resp.headers.get(SHA256_HEADER, sha256)
+        header_size = resp.headers.get(SIZE_HEADER, str(size))
+        if (
+            len(data) != size
+            or digest != sha256
+            or header_sha != sha256
+            or header_size != str(size)
+        ):
+            raise ArtifactMismatch(
+                f"artefact of {key}: got {len(data)} bytes sha256 {digest}, "
+                f"expected {size} bytes sha256 {sha256}"
+            )
+        return data
+
+    async def cancel(self, url: str, secret: str, key: str) -> Receipt | None:
+        """Ask the renderer to abort an attempt; its receipt, or None when unreachable."""
+        resp = await self._call(url, secret, "DELETE", f"/v1/attempts/{key}")
+        if resp is None or resp.status_code != 200:
+            return None
+        try:
+            return Receipt.model_validate_json(resp.content)
+        except ValidationError:
+            return None

@@ -1,0 +1,283 @@
+"""The coordinator: probe renderers, admit and dispatch attempts, poll receipts, recover leases.
+
+Four loops on `Loop`, each silent while there is nothing to do:
+
+- `render.probe` asks every renderer for its capabilities over HTTP and writes a worker row only
+  when something about it changed (a new epoch also reconciles that worker's attempts at once);
+- `render.dispatch` wakes on new, requeued or cancelled requests, admits due ones under the
+  admission lock and posts them to their renderers;
+- `render.receipts` polls live attempts in batches, renews leases from real receipts, stops
+  cancelled or overdue requests and commits results;
+- `render.recovery` sleeps until the nearest lease expiry and then releases what expired.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import Any
+
+import httpx
+
+from deckyard.clock import Clock
+from deckyard.config import Settings
+from deckyard.db import Database
+from deckyard.jobs import Loop, Tick
+from deckyard.jobs.loop import ACTIVE, IDLE, MORE
+from deckyard.render.control.admission import Admitted, admit_due
+from deckyard.render.control.attempts import (
+    attempt_end,
+    attempts_reconcile_epoch,
+    attempts_recover_expired,
+    lease_next_expiry,
+    occupancy_snapshot,
+)
+from deckyard.render.control.client import Rejection, RendererClient
+from deckyard.render.control.receipts import ReceiptPoller
+from deckyard.render.control.repository import (
+    WorkerChangedConcurrently,
+    WorkerSeen,
+    request_next_due,
+    worker_differs,
+    worker_list,
+    worker_upsert_if_changed,
+)
+from deckyard.render.control.results import ResultCommitter
+from deckyard.render.control.sources import WorkerSources
+from deckyard.render.control.status import WAKE_RENDER, AttemptState, WorkerState
+from deckyard.render.errors import RenderErrorCode
+from deckyard.storage import ArtifactStore
+
+log = logging.getLogger(__name__)
+
+
+class Coordinator:
+    """Runs the control plane's loops for the renderers in `sources`."""
+
+    def __init__(
+        self,
+        db: Database,
+        settings: Settings,
+        sources: WorkerSources,
+        store: ArtifactStore,
+        clock: Clock,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.db = db
+        self.settings = settings
+        self.sources = sources
+        self.clock = clock
+        self.client = RendererClient(settings.render_http_timeout_seconds, clock, transport)
+        self.committer = ResultCommitter(db, settings, self.client, store, clock)
+        self.worker_names: dict[int, str] = {}
+        self.receipts = ReceiptPoller(
+            db, settings, self.client, sources, self.committer, self.worker_names, clock
+        )
+        self.epoch_reconciled = 0
+        self.recovered = 0
+        s = settings
+        common: dict[str, Any] = {
+            "error_backoff": s.loop_error_backoff_seconds,
+            "error_backoff_max": s.loop_error_backoff_max_seconds,
+            "clock": clock,
+        }
+        self.probe_loop = Loop(
+            "render.probe",
+            self.probe_once,
+            subscription=None,
+            poll_interval=s.render_probe_interval_seconds,
+            idle_ceiling=s.render_probe_interval_seconds,
+            **common,
+        )
+        self.dispatch_loop = Loop(
+            "render.dispatch",
+            self.dispatch_once,
+            subscription=db.bus.subscribe(WAKE_RENDER),
+            poll_interval=s.render_receipt_poll_seconds,
+            idle_ceiling=s.render_idle_poll_ceiling_seconds,
+            **common,
+        )
+        self.receipt_loop = Loop(
+            "render.receipts",
+            self.receipts_once,
+            subscription=db.bus.subscribe(WAKE_RENDER),
+            poll_interval=s.render_receipt_poll_seconds,
+            idle_ceiling=s.render_idle_poll_ceiling_seconds,
+            **common,
+        )
+        self.recovery_loop = Loop(
+            "render.recovery",
+            self.recover_once,
+            subscription=db.bus.subscribe(WAKE_RENDER),
+            poll_interval=s.render_receipt_poll_seconds,
+            idle_ceiling=s.render_idle_poll_ceiling_seconds,
+            **common,
+        )
+
+    @property
+    def loops(self) -> list[Loop]:
+        """Every loop of the coordinator."""
+        return [self.probe_loop, self.dispatch_loop, self.receipt_loop, self.recovery_loop]
+
+    def start(self) -> None:
+        """Start every loop."""
+        for loop in self.loops:
+            loop.start()
+
+    async def stop(self) -> None:
+        """Stop every loop, wait for result commits in flight, close connections."""
+        for loop in self.loops:
+            await loop.stop()
+        await self.receipts.stop()
+        await self.client.aclose()
+
+    # --- probe --------------------------------------------------------------------------------
+
+    async def probe_once(self) -> Tick:
+        """Probe every renderer over HTTP; write its row only when something changed."""
+        async with self.db.read_connection() as conn:
+            known = {w.name: w for w in await worker_list(conn)}
+        self.worker_names.update({w.id: w.name for w in known.values()})
+        wrote = False
+        for source in self.sources.all():
+            caps = await self.client.capabilities(source.url, source.secret)
+            if caps is None:
+                seen = WorkerSeen(source.name, source.url, WorkerState.DOWN, error="unreachable")
+            else:
+                seen = WorkerSeen(
+                    source.name,
+                    source.url,
+                    WorkerState.UP,
+                    renderer_id=caps.worker_id,
+                    epoch=caps.epoch,
+                    slots=caps.slots,
+                )
+            before = known.get(source.name)
+            if not worker_differs(before, seen):
+                continue
+            try:
+                await self._record_worker(before, seen)
+            except WorkerChangedConcurrently:
+                self.probe_loop.poke()
+            wrote = True
+        if wrote:
+            self.dispatch_loop.poke()
+        return Tick(due_in=self.settings.render_probe_interval_seconds)
+
+    async def _record_worker(self, before: Any, seen: WorkerSeen) -> None:
+        now = self.clock.now()
+        async with self.db.write_transaction() as conn:
+            worker = await worker_upsert_if_changed(conn, before, seen, now)
+            if seen.epoch is not None and (before is None or before.epoch != seen.epoch):
+                lost = await attempts_reconcile_epoch(
+                    self.db,
+                    conn,
+                    worker.id,
+                    seen.epoch,
+                    now,
+                    self.settings.render_retry_after_seconds,
+                )
+                self.epoch_reconciled += len(lost)
+                if lost:
+                    log.warning(
+                        "renderer %s restarted (epoch %s): %d attempt(s) lost",
+                        seen.name,
+                        seen.epoch,
+                        len(lost),
+                    )
+        self.worker_names[worker.id] = worker.name
+        log.info("renderer %s is %s (epoch %s)", seen.name, seen.state, worker.epoch)
+
+    # --- dispatch -----------------------------------------------------------------------------
+
+    async def dispatch_once(self) -> Tick:
+        """Admit due requests onto free slots and post them; no write when none can start."""
+        now = self.clock.now()
+        async with self.db.read_connection() as conn:
+            due = await request_next_due(conn)
+        if due is None:
+            return IDLE
+        if due > now:
+            return Tick(due_in=(due - now).total_seconds())
+        if not await self._slot_might_be_free():
+            return IDLE
+        async with self.db.write_transaction() as conn:
+            admitted = await admit_due(self.db, conn, self.settings, now, self.sources.names())
+        for item in admitted:
+            await self._dispatch(item)
+        if admitted:
+            self.receipt_loop.poke()
+            self.recovery_loop.poke()
+            return MORE
+        return ACTIVE
+
+    async def _slot_might_be_free(self) -> bool:
+        """Read-only pre-check so a full or renderer-less plane does not spin write transactions.
+
+        A slot freed later wakes this loop (`WAKE_RENDER`), as does a renderer coming up.
+        """
+        async with self.db.read_transaction() as conn:
+            workers = await worker_list(conn)
+            occ = await occupancy_snapshot(conn)
+        if occ.total >= self.settings.render_global_cap:
+            return False
+        names = self.sources.names()
+        for w in workers:
+            usable = w.state is WorkerState.UP and w.epoch is not None and w.name in names
+            if usable and len(occ.taken.get((w.id, w.epoch or ""), ())) < w.slots:
+                return True
+        return False
+
+    async def _dispatch(self, item: Admitted) -> None:
+        source = self.sources.get(item.worker.name)
+        if source is None:
+            return
+        body = {
+            **item.request.input,
+            "attempt_id": item.attempt.attempt_key,
+            "timeout_seconds": item.attempt.timeout_seconds,
+        }
+        answer = await self.client.submit(source.url, source.secret, body)
+        if answer is None or not isinstance(answer, Rejection):
+            return
+        busy = answer.code == RenderErrorCode.NO_FREE_SLOT.value
+        async with self.db.write_transaction() as conn:
+            await attempt_end(
+                self.db,
+                conn,
+                item.attempt,
+                AttemptState.FAILED,
+                code=answer.code,
+                message=answer.message,
+                retryable=answer.retryable,
+                retry_after_seconds=self.settings.render_retry_after_seconds,
+                now=self.clock.now(),
+                refund=busy,
+            )
+
+    # --- receipts and recovery ----------------------------------------------------------------
+
+    async def receipts_once(self) -> Tick:
+        """One receipt pass (see `ReceiptPoller`)."""
+        if not await self.receipts.pass_once():
+            return IDLE
+        return ACTIVE
+
+    async def recover_once(self) -> Tick:
+        """Release slots whose lease expired; otherwise report when the next one will."""
+        now = self.clock.now()
+        async with self.db.read_connection() as conn:
+            nearest: datetime | None = await lease_next_expiry(conn)
+        if nearest is None:
+            return IDLE
+        if nearest > now:
+            return Tick(due_in=(nearest - now).total_seconds())
+        async with self.db.write_transaction() as conn:
+            lost = await attempts_recover_expired(
+                self.db, conn, now, self.settings.render_retry_after_seconds
+            )
+        self.recovered += len(lost)
+        if lost:
+            log.warning("render attempts %s: lease expired; slots released", lost)
+            self.dispatch_loop.poke()
+        return MORE if lost else ACTIVE

@@ -1,0 +1,108 @@
+"""Render workers, requests and attempts as plain values."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Row
+
+from deckyard.render.control.schema import render_attempts, render_requests, render_workers
+from deckyard.render.control.status import AttemptState, RequestStatus, WorkerState
+
+WORKER_COLUMNS = tuple(render_workers.c)
+REQUEST_COLUMNS = tuple(render_requests.c)
+ATTEMPT_COLUMNS = tuple(render_attempts.c)
+
+
+@dataclass(frozen=True)
+class RenderWorker:
+    """One renderer as the control plane last saw it."""
+
+    id: int
+    name: str
+    url: str
+    renderer_id: str | None
+    epoch: str | None
+    slots: int
+    state: WorkerState
+    error: str | None
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def from_row(cls, row: Row[Any]) -> RenderWorker:
+        """Build from a row selected with `WORKER_COLUMNS`."""
+        values = row._asdict()
+        values["state"] = WorkerState(values["state"])
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class RenderRequest:
+    """One render request row."""
+
+    id: int
+    kind: str
+    workspace_id: str
+    input: Any
+    input_hash: str
+    dedupe_key: str | None
+    status: RequestStatus
+    attempts: int
+    max_attempts: int
+    deadline_at: datetime
+    retry_after: datetime
+    cancel_requested_at: datetime | None
+    result: Any
+    error_code: str | None
+    error_message: str | None
+    artifact_key: str | None
+    parent_job_id: int | None
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None
+
+    @classmethod
+    def from_row(cls, row: Row[Any]) -> RenderRequest:
+        """Build from a row selected with `REQUEST_COLUMNS`."""
+        values = row._asdict()
+        values["status"] = RequestStatus(values["status"])
+        return cls(**values)
+
+    @property
+    def is_terminal(self) -> bool:
+        """True once the request can never change again."""
+        return self.status.is_terminal
+
+
+@dataclass(frozen=True)
+class RenderAttempt:
+    """One attempt row."""
+
+    id: int
+    request_id: int
+    attempt_key: str
+    workspace_id: str
+    worker_id: int
+    worker_epoch: str
+    slot: int
+    active_occupancy: int
+    status: AttemptState
+    timeout_seconds: float
+    lease_expires_at: datetime
+    last_receipt_at: datetime | None
+    last_receipt_status: str | None
+    error_code: str | None
+    error_message: str | None
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None
+
+    @classmethod
+    def from_row(cls, row: Row[Any]) -> RenderAttempt:
+        """Build from a row selected with `ATTEMPT_COLUMNS`."""
+        values = row._asdict()
+        values["status"] = AttemptState(values["status"])
+        return cls(**values)

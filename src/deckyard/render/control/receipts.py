@@ -1,0 +1,274 @@
+"""The receipt pass: poll live attempts in one batch per renderer and act on what comes back.
+
+A lease is renewed only from a real `accepted|running|cleaning` receipt, with one UPDATE per
+renderer. A renderer that does not answer gets nothing written: its attempts keep their old
+leases until recovery takes them. An `unknown` receipt is believed only after it persisted for
+`render_unknown_reconcile_after_seconds` (a POST may still be on its way); a receipt from
+another epoch means the renderer restarted and lost everything, which is reconciled at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from deckyard.clock import Clock
+from deckyard.config import Settings
+from deckyard.db import Database
+from deckyard.render.control.attempts import (
+    attempt_end,
+    attempt_release,
+    attempts_active,
+    lease_renew,
+)
+from deckyard.render.control.client import RendererClient
+from deckyard.render.control.models import RenderAttempt, RenderRequest
+from deckyard.render.control.repository import (
+    request_finish,
+    requests_running_overdue_or_cancelled,
+)
+from deckyard.render.control.results import ResultCommitter
+from deckyard.render.control.sources import WorkerSource, WorkerSources
+from deckyard.render.control.status import AttemptState, RequestStatus
+from deckyard.render.errors import RenderErrorCode, is_retryable
+from deckyard.render.worker.models import AttemptStatus, Receipt
+
+log = logging.getLogger(__name__)
+LIVE = (AttemptStatus.ACCEPTED, AttemptStatus.RUNNING, AttemptStatus.CLEANING)
+
+
+@dataclass
+class ReceiptStats:
+    """What receipt passes did, for metrics and tests."""
+
+    polls: int = 0
+    renewals: int = 0
+    unreachable: int = 0
+    epoch_reconciled: int = 0
+    unknown_reconciled: int = 0
+
+
+@dataclass
+class _Plan:
+    renew: list[int] = field(default_factory=list)
+    ends: list[tuple[RenderAttempt, AttemptState, str, str, bool]] = field(default_factory=list)
+
+
+class ReceiptPoller:
+    """One pass over every live attempt this process can reach."""
+
+    def __init__(
+        self,
+        db: Database,
+        settings: Settings,
+        client: RendererClient,
+        sources: WorkerSources,
+        committer: ResultCommitter,
+        worker_names: dict[int, str],
+        clock: Clock,
+    ) -> None:
+        self.db = db
+        self.settings = settings
+        self.client = client
+        self.sources = sources
+        self.committer = committer
+        self.worker_names = worker_names
+        self.clock = clock
+        self.stats = ReceiptStats()
+        self._unknown_since: dict[int, float] = {}
+        self._fetching: dict[int, asyncio.Task[bool]] = {}
+
+    def _source(self, attempt: RenderAttempt) -> WorkerSource | None:
+        name = self.worker_names.get(attempt.worker_id)
+        return self.sources.get(name) if name is not None else None
+
+    async def pass_once(self) -> bool:
+        """Poll and act; False when nothing holds a slot and nothing waits to be stopped."""
+        now = self.clock.now()
+        async with self.db.read_transaction() as conn:
+            active = await attempts_active(conn)
+            stopping = await requests_running_overdue_or_cancelled(conn, now)
+        if not active and not stopping:
+            self._unknown_since.clear()
+            return False
+        stop_ids = {r.id: r for r in stopping}
+        await self._stop(stopping, [a for a in active if a.request_id in stop_ids], now)
+        by_worker: dict[int, list[RenderAttempt]] = defaultdict(list)
+        for attempt in active:
+            if attempt.request_id not in stop_ids:
+                by_worker[attempt.worker_id].append(attempt)
+        live_ids = {a.id for a in active}
+        for gone in set(self._unknown_since) - live_ids:
+            del self._unknown_since[gone]
+        for attempts in by_worker.values():
+            source = self._source(attempts[0])
+            if source is not None:
+                await self._poll_worker(source, attempts)
+        return True
+
+    async def _stop(
+        self, requests: list[RenderRequest], attempts: list[RenderAttempt], now: datetime
+    ) -> None:
+        """Abort the attempts of cancelled or overdue requests, then end those requests."""
+        for attempt in attempts:
+            source = self._source(attempt)
+            if source is not None:
+                await self.client.cancel(source.url, source.secret, attempt.attempt_key)
+        if not requests:
+            return
+        now = self.clock.now()
+        async with self.db.write_transaction() as conn:
+            for attempt in attempts:
+                await attempt_release(
+                    self.db,
+                    conn,
+                    attempt.id,
+                    AttemptState.CANCELLED,
+                    now,
+                    code=RenderErrorCode.CANCELLED.value,
+                )
+            for req in requests:
+                if req.cancel_requested_at is not None:
+                    await request_finish(
+                        self.db,
+                        conn,
+                        req.id,
+                        RequestStatus.CANCELLED,
+                        now,
+                        code=RenderErrorCode.CANCELLED.value,
+                        message="cancelled",
+                        from_status=[RequestStatus.RUNNING.value],
+                    )
+                else:
+                    await request_finish(
+                        self.db,
+                        conn,
+                        req.id,
+                        RequestStatus.FAILED,
+                        now,
+                        code=RenderErrorCode.DEADLINE_EXCEEDED.value,
+                        message=f"the request's deadline passed during attempt {req.attempts}",
+                        from_status=[RequestStatus.RUNNING.value],
+                    )
+
+    async def _poll_worker(self, source: WorkerSource, attempts: list[RenderAttempt]) -> None:
+        self.stats.polls += 1
+        receipts = await self.client.receipts(
+            source.url, source.secret, [a.attempt_key for a in attempts]
+        )
+        if receipts is None:
+            self.stats.unreachable += 1
+            return
+        by_key = {r.attempt_id: r for r in receipts}
+        now = self.clock.now()
+        mono = self.clock.monotonic()
+        renew_below = self.settings.render_lease_seconds * self.settings.render_lease_renew_fraction
+        plan = _Plan()
+        for attempt in attempts:
+            receipt = by_key.get(attempt.attempt_key)
+            if receipt is None:
+                continue
+            if receipt.epoch != attempt.worker_epoch:
+                self.stats.epoch_reconciled += 1
+                plan.ends.append(
+                    (
+                        attempt,
+                        AttemptState.LOST,
+                        RenderErrorCode.RESULT_LOST.value,
+                        f"the renderer restarted (epoch {receipt.epoch})",
+                        True,
+                    )
+                )
+                continue
+            if receipt.status is not AttemptStatus.UNKNOWN:
+                self._unknown_since.pop(attempt.id, None)
+            if receipt.status in LIVE:
+                left = (attempt.lease_expires_at - now).total_seconds()
+                if attempt.last_receipt_at is None or left < renew_below:
+                    plan.renew.append(attempt.id)
+            elif receipt.status is AttemptStatus.SUCCEEDED:
+                self._start_fetch(attempt, receipt, source)
+            elif receipt.status is AttemptStatus.FAILED:
+                code = receipt.error_code or RenderErrorCode.INTERNAL_ERROR.value
+                retryable = (
+                    receipt.retryable if receipt.retryable is not None else is_retryable(code)
+                )
+                plan.ends.append(
+                    (attempt, AttemptState.FAILED, code, receipt.message or code, retryable)
+                )
+            elif receipt.status is AttemptStatus.CANCELLED:
+                plan.ends.append(
+                    (
+                        attempt,
+                        AttemptState.LOST,
+                        RenderErrorCode.RESULT_LOST.value,
+                        "the renderer cancelled the attempt on its own",
+                        True,
+                    )
+                )
+            else:
+                first = self._unknown_since.setdefault(attempt.id, mono)
+                if mono - first >= self.settings.render_unknown_reconcile_after_seconds:
+                    self.stats.unknown_reconciled += 1
+                    plan.ends.append(
+                        (
+                            attempt,
+                            AttemptState.LOST,
+                            RenderErrorCode.RESULT_LOST.value,
+                            "the renderer does not know the attempt",
+                            True,
+                        )
+                    )
+        await self._apply(plan, receipts)
+
+    async def _apply(self, plan: _Plan, receipts: list[Receipt]) -> None:
+        if not plan.renew and not plan.ends:
+            return
+        now = self.clock.now()
+        status = receipts[0].status.value if receipts else AttemptStatus.RUNNING.value
+        async with self.db.write_transaction() as conn:
+            if plan.renew:
+                renewed = await lease_renew(
+                    conn, plan.renew, status, now, self.settings.render_lease_seconds
+                )
+                self.stats.renewals += 1 if renewed else 0
+            for attempt, state, code, message, retryable in plan.ends:
+                await attempt_end(
+                    self.db,
+                    conn,
+                    attempt,
+                    state,
+                    code=code,
+                    message=message,
+                    retryable=retryable,
+                    retry_after_seconds=self.settings.render_retry_after_seconds,
+                    now=now,
+                )
+
+    def _start_fetch(self, attempt: RenderAttempt, receipt: Receipt, source: WorkerSource) -> None:
+        running = self._fetching.get(attempt.id)
+        if running is not None and not running.done():
+            return
+        task = asyncio.create_task(
+            self.committer.fetch_and_commit(attempt, receipt, source),
+            name=f"render-result:{attempt.attempt_key}",
+        )
+        self._fetching[attempt.id] = task
+        task.add_done_callback(functools.partial(self._fetched, attempt.id))
+
+    def _fetched(self, attempt_id: int, task: asyncio.Task[bool]) -> None:
+        if self._fetching.get(attempt_id) is task:
+            del self._fetching[attempt_id]
+        if not task.cancelled() and task.exception() is not None:
+            log.error("result commit failed", exc_info=task.exception())
+
+    async def stop(self) -> None:
+        """Wait for result downloads in flight (their CAS decides), then forget them."""
+        tasks = list(self._fetching.values())
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        self._fetching.clear()

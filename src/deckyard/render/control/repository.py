@@ -1,0 +1,377 @@
+"""Statements on render requests and workers (noun-first: `request_*`, `worker_*`).
+
+Every state change is guarded in its WHERE clause and returns whether it applied; callers check.
+Request state changes wake `WAKE_REQUESTS` (waiters) and `WAKE_RENDER` (the coordinator) at
+commit, in process and, on PostgreSQL, through NOTIFY.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import case, func, select, text, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from deckyard.db import Database
+from deckyard.render.control.models import (
+    REQUEST_COLUMNS,
+    WORKER_COLUMNS,
+    RenderRequest,
+    RenderWorker,
+)
+from deckyard.render.control.schema import (
+    ACTIVE_REQUEST_PREDICATE,
+    render_requests,
+    render_workers,
+)
+from deckyard.render.control.status import (
+    ACTIVE_REQUEST,
+    WAKE_RENDER,
+    WAKE_REQUESTS,
+    RequestStatus,
+    WorkerState,
+)
+from deckyard.render.errors import RenderErrorCode
+
+R = render_requests
+W = render_workers
+
+
+@dataclass(frozen=True)
+class NewRequest:
+    """Everything needed to insert one render request."""
+
+    kind: str
+    workspace_id: str
+    input: dict[str, Any]
+    input_hash: str
+    max_attempts: int
+    deadline_at: datetime
+    dedupe_key: str | None = None
+    parent_job_id: int | None = None
+
+
+def changed(db: Database, conn: AsyncConnection) -> None:
+    """Wake waiters and the coordinator when this transaction commits."""
+    db.notify(conn, WAKE_REQUESTS)
+    db.notify(conn, WAKE_RENDER)
+
+
+async def request_insert(
+    db: Database, conn: AsyncConnection, new: NewRequest, now: datetime
+) -> tuple[RenderRequest, bool]:
+    """Insert a request, or return the active one with the same dedupe key: (request, created)."""
+    row = {
+        "kind": new.kind,
+        "workspace_id": new.workspace_id,
+        "input": new.input,
+        "input_hash": new.input_hash,
+        "dedupe_key": new.dedupe_key,
+        "status": RequestStatus.PENDING.value,
+        "attempts": 0,
+        "max_attempts": new.max_attempts,
+        "deadline_at": new.deadline_at,
+        "retry_after": now,
+        "parent_job_id": new.parent_job_id,
+        "created_at": now,
+        "updated_at": now,
+    }
+    stmt = (
+        db.insert_ignoring_conflicts(
+            R,
+            index_elements=["dedupe_key"],
+            index_where=text(f"dedupe_key IS NOT NULL AND {ACTIVE_REQUEST_PREDICATE}"),
+        )
+        .values(row)
+        .returning(*REQUEST_COLUMNS)
+    )
+    inserted = (await conn.execute(stmt)).first()
+    if inserted is not None:
+        changed(db, conn)
+        return RenderRequest.from_row(inserted), True
+    existing = (
+        await conn.execute(
+            select(*REQUEST_COLUMNS).where(
+                R.c.dedupe_key == new.dedupe_key, R.c.status.in_(ACTIVE_REQUEST)
+            )
+        )
+    ).one()
+    return RenderRequest.from_row(existing), False
+
+
+async def request_adopt(conn: AsyncConnection, request_id: int, job_id: int, now: datetime) -> bool:
+    """Make `job_id` the parent of an active request it joined, so cancelling the job reaches it."""
+    result = await conn.execute(
+        update(R)
+        .where(
+            R.c.id == request_id,
+            R.c.status.in_(ACTIVE_REQUEST),
+            R.c.parent_job_id.is_distinct_from(job_id),
+        )
+        .values(parent_job_id=job_id, updated_at=now)
+    )
+    return result.rowcount == 1
+
+
+async def request_get(conn: AsyncConnection, request_id: int) -> RenderRequest | None:
+    """One request by id."""
+    row = (await conn.execute(select(*REQUEST_COLUMNS).where(R.c.id == request_id))).first()
+    return RenderRequest.from_row(row) if row is not None else None
+
+
+async def request_queue_depth(conn: AsyncConnection, workspace_id: str) -> tuple[int, int]:
+    """Active requests (pending or running): (everyone's, this workspace's)."""
+    row = (
+        await conn.execute(
+            select(
+                func.count(),
+                func.coalesce(func.sum(case((R.c.workspace_id == workspace_id, 1), else_=0)), 0),
+            ).where(R.c.status.in_(ACTIVE_REQUEST))
+        )
+    ).one()
+    return int(row[0]), int(row[1])
+
+
+async def requests_due(conn: AsyncConnection, now: datetime, limit: int) -> list[RenderRequest]:
+    """Pending requests whose `retry_after` has come, oldest first."""
+    rows = await conn.execute(
+        select(*REQUEST_COLUMNS)
+        .where(R.c.status == RequestStatus.PENDING.value, R.c.retry_after <= now)
+        .order_by(R.c.retry_after, R.c.id)
+        .limit(limit)
+    )
+    return [RenderRequest.from_row(r) for r in rows]
+
+
+async def request_next_due(conn: AsyncConnection) -> datetime | None:
+    """The earliest `retry_after` of a pending request, or None when nothing is pending."""
+    due: datetime | None = (
+        await conn.execute(
+            select(func.min(R.c.retry_after)).where(R.c.status == RequestStatus.PENDING.value)
+        )
+    ).scalar_one_or_none()
+    return due
+
+
+async def requests_running_overdue_or_cancelled(
+    conn: AsyncConnection, now: datetime
+) -> list[RenderRequest]:
+    """Running requests that were cancelled or whose deadline has passed."""
+    rows = await conn.execute(
+        select(*REQUEST_COLUMNS).where(
+            R.c.status == RequestStatus.RUNNING.value,
+            (R.c.cancel_requested_at.is_not(None)) | (R.c.deadline_at <= now),
+        )
+    )
+    return [RenderRequest.from_row(r) for r in rows]
+
+
+async def request_finish(
+    db: Database,
+    conn: AsyncConnection,
+    request_id: int,
+    status: RequestStatus,
+    now: datetime,
+    *,
+    code: str | None = None,
+    message: str | None = None,
+    from_status: Sequence[str] = ACTIVE_REQUEST,
+) -> bool:
+    """End an active request as failed or cancelled (never succeeded: see `result_commit`)."""
+    result = await conn.execute(
+        update(R)
+        .where(R.c.id == request_id, R.c.status.in_(list(from_status)))
+        .values(
+            status=status.value,
+            error_code=code,
+            error_message=(message or code or "")[:2000] or None,
+            finished_at=now,
+            updated_at=now,
+        )
+    )
+    if result.rowcount == 1:
+        changed(db, conn)
+        return True
+    return False
+
+
+async def request_requeue_or_fail(
+    db: Database,
+    conn: AsyncConnection,
+    request_id: int,
+    *,
+    code: str,
+    message: str,
+    retryable: bool,
+    retry_at: datetime,
+    now: datetime,
+    refund: bool = False,
+) -> RequestStatus | None:
+    """After an attempt ended without a result: back to pending, or failed when spent.
+
+    With `refund` the attempt does not count against the budget (the renderer refused it
+    before starting, e.g. every one of its slots was still busy).
+
+    A cancelled request ends cancelled. The request is retried only while the error is
+    retryable, attempts remain and `retry_at` is before its deadline; otherwise it fails with
+    `code`, or with `RENDER_DEADLINE_EXCEEDED` once the deadline is what stops it.
+    """
+    req = await request_get(conn, request_id)
+    if req is None or req.status is not RequestStatus.RUNNING:
+        return None
+    if req.cancel_requested_at is not None:
+        done = await request_finish(
+            db,
+            conn,
+            request_id,
+            RequestStatus.CANCELLED,
+            now,
+            code=RenderErrorCode.CANCELLED,
+            from_status=[RequestStatus.RUNNING.value],
+        )
+        return RequestStatus.CANCELLED if done else None
+    spent = req.attempts - (1 if refund else 0)
+    if retryable and spent < req.max_attempts and retry_at < req.deadline_at:
+        result = await conn.execute(
+            update(R)
+            .where(
+                R.c.id == request_id,
+                R.c.status == RequestStatus.RUNNING.value,
+                R.c.cancel_requested_at.is_(None),
+            )
+            .values(
+                status=RequestStatus.PENDING.value,
+                attempts=spent,
+                retry_after=retry_at,
+                error_code=code,
+                error_message=message[:2000],
+                updated_at=now,
+            )
+        )
+        if result.rowcount == 1:
+            changed(db, conn)
+            return RequestStatus.PENDING
+        return None
+    if retryable and req.deadline_at <= retry_at:
+        code = RenderErrorCode.DEADLINE_EXCEEDED.value
+        message = f"the request's deadline passed after {req.attempts} attempt(s): {message}"
+    done = await request_finish(
+        db,
+        conn,
+        request_id,
+        RequestStatus.FAILED,
+        now,
+        code=code,
+        message=message,
+        from_status=[RequestStatus.RUNNING.value],
+    )
+    return RequestStatus.FAILED if done else None
+
+
+async def request_cancel_for_jobs(
+    db: Database, conn: AsyncConnection, job_ids: Sequence[int], now: datetime
+) -> int:
+    """Cancel the active requests of these jobs: pending ones end now, running ones are asked.
+
+    Runs inside the job cancel's own transaction (a `Runtime.on_cancel` hook), so a cancelled
+    job never leaves a live request behind. Returns how many requests it touched.
+    """
+    ended = await conn.execute(
+        update(R)
+        .where(R.c.parent_job_id.in_(list(job_ids)), R.c.status == RequestStatus.PENDING.value)
+        .values(
+            status=RequestStatus.CANCELLED.value,
+            cancel_requested_at=now,
+            error_code=RenderErrorCode.CANCELLED.value,
+            error_message="cancelled before an attempt started",
+            finished_at=now,
+            updated_at=now,
+        )
+    )
+    asked = await conn.execute(
+        update(R)
+        .where(
+            R.c.parent_job_id.in_(list(job_ids)),
+            R.c.status == RequestStatus.RUNNING.value,
+            R.c.cancel_requested_at.is_(None),
+        )
+        .values(cancel_requested_at=now, updated_at=now)
+    )
+    touched = ended.rowcount + asked.rowcount
+    if touched:
+        changed(db, conn)
+    return touched
+
+
+async def worker_list(conn: AsyncConnection) -> list[RenderWorker]:
+    """Every known renderer."""
+    rows = await conn.execute(select(*WORKER_COLUMNS).order_by(W.c.id))
+    return [RenderWorker.from_row(r) for r in rows]
+
+
+@dataclass(frozen=True)
+class WorkerSeen:
+    """What a probe learnt about a renderer: None fields when it did not answer."""
+
+    name: str
+    url: str
+    state: WorkerState
+    renderer_id: str | None = None
+    epoch: str | None = None
+    slots: int | None = None
+    error: str | None = None
+
+
+async def worker_upsert_if_changed(
+    conn: AsyncConnection, known: RenderWorker | None, seen: WorkerSeen, now: datetime
+) -> RenderWorker:
+    """Insert the renderer, or update its row when url, epoch, slots or state changed.
+
+    An unreachable renderer keeps its last epoch and slots: only its state changes.
+    """
+    values: dict[str, Any] = {"url": seen.url, "state": seen.state.value, "error": seen.error}
+    if seen.epoch is not None:
+        values.update(renderer_id=seen.renderer_id, epoch=seen.epoch, slots=seen.slots)
+    if known is None:
+        values.setdefault("slots", 0)
+        row = (
+            await conn.execute(
+                W.insert()
+                .values(name=seen.name, created_at=now, updated_at=now, **values)
+                .returning(*WORKER_COLUMNS)
+            )
+        ).one()
+        return RenderWorker.from_row(row)
+    updated = (
+        await conn.execute(
+            update(W)
+            .where(W.c.id == known.id, W.c.updated_at == known.updated_at)
+            .values(updated_at=now, **values)
+            .returning(*WORKER_COLUMNS)
+        )
+    ).first()
+    if updated is None:
+        raise WorkerChangedConcurrently(seen.name)
+    return RenderWorker.from_row(updated)
+
+
+class WorkerChangedConcurrently(Exception):
+    """Another node updated the worker row between our read and our write; probe again."""
+
+
+def worker_differs(known: RenderWorker | None, seen: WorkerSeen) -> bool:
+    """Whether writing `seen` would change anything about the stored worker."""
+    if known is None:
+        return True
+    if known.url != seen.url or known.state is not seen.state or known.error != seen.error:
+        return True
+    if seen.epoch is None:
+        return False
+    return (known.epoch, known.slots, known.renderer_id) != (
+        seen.epoch,
+        seen.slots,
+        seen.renderer_id,
+    )

@@ -1,0 +1,150 @@
+"""Screenshot jobs: the handler that opens or joins a render request and waits for it.
+
+Cancellation reaches the request three ways, so a cancelled job never leaves a live render:
+
+1. the cancel hook (`Runtime.on_cancel`) cancels the job's requests in the cancel's own
+   transaction;
+2. opening a request locks the job row and re-reads its cancel flag in the same transaction, so
+   a cancel that committed first is seen and no request is created;
+3. the observer: when the handler is stopped, it re-reads the job's cancel flag in a short
+   session and cancels any request the job still has, closing "cancel committed, request
+   enqueued afterwards" whatever the isolation level. A stop for any other reason (shutdown,
+   lost lease) leaves the request alone for the job's next attempt to join.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from deckyard.clock import Clock
+from deckyard.config import Settings
+from deckyard.db import Database
+from deckyard.jobs import JobContext, JobError, JobErrorCode, JobStatus
+from deckyard.jobs.schema import jobs
+from deckyard.render.control.admission import RenderQueueFull, queue_check
+from deckyard.render.control.models import RenderRequest
+from deckyard.render.control.repository import (
+    NewRequest,
+    request_adopt,
+    request_cancel_for_jobs,
+    request_get,
+    request_insert,
+)
+from deckyard.render.control.spec import ScreenshotSpec
+from deckyard.render.control.status import RequestStatus
+from deckyard.render.control.wait import wait_for_terminal
+from deckyard.render.errors import error_kind
+
+log = logging.getLogger(__name__)
+
+SCREENSHOT_KIND = "screenshot"
+RENDER_QUEUE = "render"
+
+
+async def job_cancel_flag(conn: AsyncConnection, job_id: int, *, lock: bool) -> tuple[str, bool]:
+    """The job's status and whether a cancel was requested; `lock` takes its row lock."""
+    stmt = select(jobs.c.status, jobs.c.cancel_requested_at).where(jobs.c.id == job_id)
+    if lock:
+        stmt = stmt.with_for_update()
+    row = (await conn.execute(stmt)).one()
+    return str(row.status), row.cancel_requested_at is not None
+
+
+class ScreenshotHandler:
+    """The `screenshot` job handler, the cancel hook and the cancel observer."""
+
+    def __init__(self, db: Database, settings: Settings, clock: Clock) -> None:
+        self.db = db
+        self.settings = settings
+        self.clock = clock
+
+    async def cancel_hook(self, conn: AsyncConnection, job_ids: list[int], now: datetime) -> None:
+        """Cancel the render requests of cancelled jobs inside the cancel's transaction."""
+        await request_cancel_for_jobs(self.db, conn, job_ids, now)
+
+    async def observe_cancel(self, job_id: int) -> int:
+        """Cancel the job's live requests if (and only if) the job was asked to cancel."""
+        async with self.db.write_transaction() as conn:
+            _status, asked = await job_cancel_flag(conn, job_id, lock=True)
+            if not asked:
+                return 0
+            return await request_cancel_for_jobs(self.db, conn, [job_id], self.clock.now())
+
+    async def open_request(self, ctx: JobContext, spec: ScreenshotSpec) -> RenderRequest:
+        """Create the job's render request, or join the active one for the same target."""
+        now = self.clock.now()
+        workspace = ctx.job.workspace_id or "default"
+        digest = spec.input_hash()
+        dedupe = ctx.payload.get("dedupe", True)
+        deadline = now + timedelta(seconds=self.settings.render_request_deadline_seconds)
+        if ctx.deadline_at is not None:
+            deadline = min(deadline, ctx.deadline_at)
+        new = NewRequest(
+            kind=SCREENSHOT_KIND,
+            workspace_id=workspace,
+            input=spec.render_input(),
+            input_hash=digest,
+            max_attempts=self.settings.render_max_attempts,
+            deadline_at=deadline,
+            dedupe_key=f"{workspace}:{digest}" if dedupe else f"job:{ctx.id}",
+            parent_job_id=ctx.id,
+        )
+        async with self.db.write_transaction() as conn:
+            status, asked = await job_cancel_flag(conn, ctx.id, lock=True)
+            if asked or status != JobStatus.RUNNING.value:
+                raise JobError(JobErrorCode.CANCELLED.value, "cancelled", retryable=False)
+            await self.db.acquire_admission_lock(conn)
+            try:
+                await queue_check(conn, self.settings, workspace)
+            except RenderQueueFull as exc:
+                raise JobError(exc.code.value, str(exc), retryable=True) from None
+            request, created = await request_insert(self.db, conn, new, now)
+            if not created:
+                await request_adopt(conn, request.id, ctx.id, now)
+        return request
+
+    async def __call__(self, ctx: JobContext) -> dict[str, Any]:
+        """Render the job's spec through a render request and return the committed result."""
+        spec = ScreenshotSpec.model_validate(ctx.payload["spec"])
+        request = await self.open_request(ctx, spec)
+        await ctx.emit("render_request", {"request_id": request.id})
+        try:
+            done = await wait_for_terminal(
+                self.db, request.id, None, self.settings.render_idle_poll_ceiling_seconds
+            )
+        except asyncio.CancelledError:
+            await asyncio.shield(self._observe_quietly(ctx.id))
+            raise
+        if done.status is RequestStatus.SUCCEEDED:
+            ctx.on_success(lambda conn: self._still_succeeded(conn, done.id))
+            return {"request_id": done.id, **(done.result or {})}
+        code = done.error_code or "RENDER_RESULT_LOST"
+        if done.status is RequestStatus.CANCELLED:
+            await self._observe_quietly(ctx.id)
+            raise JobError(
+                JobErrorCode.CANCELLED.value, "the render was cancelled", retryable=False
+            )
+        await ctx.emit(
+            "render_failed",
+            {"request_id": done.id, "error_code": code, "error_kind": error_kind(code).value},
+        )
+        raise JobError(code, done.error_message or code, retryable=False)
+
+    async def _observe_quietly(self, job_id: int) -> None:
+        try:
+            await self.observe_cancel(job_id)
+        except Exception:
+            log.exception(
+                "job %d: cancel observer failed; the request's deadline bounds it", job_id
+            )
+
+    async def _still_succeeded(self, conn: AsyncConnection, request_id: int) -> None:
+        request = await request_get(conn, request_id)
+        if request is None or request.status is not RequestStatus.SUCCEEDED:
+            raise RuntimeError(f"render request {request_id} is no longer succeeded")

@@ -1,0 +1,224 @@
+"""`RenderService`: the render control plane's facade for the API and `deckyard serve`."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from sqlalchemy import func, select
+
+from deckyard.clock import SYSTEM_CLOCK, Clock
+from deckyard.config import Settings
+from deckyard.db import Database
+from deckyard.jobs import Job, Loop, Runtime
+from deckyard.jobs.schema import jobs
+from deckyard.jobs.status import ACTIVE
+from deckyard.render.control.admission import RenderQueueFull
+from deckyard.render.control.attempts import attempts_of_request, occupancy_snapshot
+from deckyard.render.control.coordinator import Coordinator
+from deckyard.render.control.models import RenderAttempt, RenderRequest
+from deckyard.render.control.repository import request_get, worker_list
+from deckyard.render.control.schema import render_requests
+from deckyard.render.control.screenshots import RENDER_QUEUE, SCREENSHOT_KIND, ScreenshotHandler
+from deckyard.render.control.sources import WorkerSources, configured_sources
+from deckyard.render.control.spec import ScreenshotSpec
+from deckyard.render.control.supervisor import Supervisor
+from deckyard.render.control.wait import wait_for_terminal
+from deckyard.storage import ArtifactStore
+
+log = logging.getLogger(__name__)
+
+__all__ = ["RenderQueueFull", "RenderService", "ScreenshotSpec"]
+
+
+class RenderService:
+    """Screenshots as durable jobs over a pool of renderers: the control plane's one entry point.
+
+    Construction registers the `screenshot` job handler (queue `render`) and the cancel hook on
+    `runtime`; `start()` (after `runtime.start()`) starts the supervisor, when there is one, and
+    the coordinator's loops. With `supervise=None`, `settings.renderers` local renderers are
+    spawned when `settings.renderer_urls` is empty; otherwise the configured renderers are used
+    with `settings.renderer_secret`.
+    """
+
+    def __init__(
+        self,
+        db: Database,
+        runtime: Runtime,
+        settings: Settings,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        store: ArtifactStore | None = None,
+        supervise: bool | None = None,
+    ) -> None:
+        self.db = db
+        self.runtime = runtime
+        self.settings = settings
+        self.clock = clock
+        self.store = store or ArtifactStore.from_settings(settings)
+        self.sources = WorkerSources()
+        for source in configured_sources(settings.renderer_urls, settings.renderer_secret):
+            self.sources.put(source)
+        if supervise is None:
+            supervise = not settings.renderer_urls and settings.renderers > 0
+        self.coordinator = Coordinator(db, settings, self.sources, self.store, clock)
+        self.supervisor: Supervisor | None = None
+        if supervise:
+            self.supervisor = Supervisor(
+                settings,
+                self.sources,
+                clock,
+                count=settings.renderers,
+                on_change=self.coordinator.probe_loop.poke,
+            )
+        self.handler = ScreenshotHandler(db, settings, clock)
+        runtime.handler(
+            SCREENSHOT_KIND,
+            queue=RENDER_QUEUE,
+            max_attempts=settings.render_job_max_attempts,
+        )(self.handler)
+        runtime.on_cancel(self.handler.cancel_hook)
+        self.started = False
+
+    async def start(self) -> None:
+        """Start the supervised renderers (waiting until they listen) and the coordinator."""
+        if self.started:
+            return
+        if self.supervisor is not None:
+            await self.supervisor.start()
+        self.coordinator.start()
+        self.started = True
+        log.info(
+            "render control plane started with loops: %s", ", ".join(lp.name for lp in self.loops)
+        )
+
+    async def stop(self) -> None:
+        """Stop the coordinator, then the supervised renderers and their process groups."""
+        if not self.started:
+            return
+        await self.coordinator.stop()
+        if self.supervisor is not None:
+            await self.supervisor.stop()
+        self.started = False
+
+    @property
+    def loops(self) -> list[Loop]:
+        """Every background loop of the control plane, for `/readyz`."""
+        supervised = self.supervisor.loops if self.supervisor is not None else []
+        return self.coordinator.loops + supervised
+
+    async def screenshot(
+        self,
+        spec: ScreenshotSpec,
+        *,
+        workspace_id: str,
+        dedupe: bool = True,
+        parent_id: int | None = None,
+    ) -> Job:
+        """Enqueue a screenshot job, or return the active one for the same target and config.
+
+        Raises `RenderQueueFull` (code `RENDER_QUEUE_FULL`) when the global or the workspace's
+        queue limit is reached; the check and the enqueue share one transaction under the
+        admission lock, so concurrent submissions cannot overshoot the limit.
+        """
+        digest = spec.input_hash()
+        payload = {"spec": spec.model_dump(mode="json"), "dedupe": dedupe}
+        async with self.db.write_transaction() as conn:
+            await self.db.acquire_admission_lock(conn)
+            await self._queue_check(conn, workspace_id)
+            return await self.runtime.enqueue(
+                SCREENSHOT_KIND,
+                payload,
+                queue=RENDER_QUEUE,
+                dedupe_key=f"screenshot:{workspace_id}:{digest}" if dedupe else None,
+                workspace_id=workspace_id,
+                parent_id=parent_id,
+                conn=conn,
+            )
+
+    async def _queue_check(self, conn: Any, workspace_id: str) -> None:
+        active = jobs.c.status.in_(ACTIVE)
+        screenshot = (jobs.c.kind == SCREENSHOT_KIND) & active
+        total, mine = (
+            await conn.execute(
+                select(
+                    func.count(),
+                    func.count().filter(jobs.c.workspace_id == workspace_id),
+                ).where(screenshot)
+            )
+        ).one()
+        s = self.settings
+        if total >= s.render_queue_limit:
+            raise RenderQueueFull(
+                f"{total} screenshots are queued (limit {s.render_queue_limit})",
+                s.render_retry_after_seconds,
+            )
+        if mine >= s.render_workspace_queue_limit:
+            raise RenderQueueFull(
+                f"workspace {workspace_id} has {mine} screenshots queued "
+                f"(limit {s.render_workspace_queue_limit})",
+                s.render_retry_after_seconds,
+            )
+
+    async def request_for_job(self, job_id: int) -> RenderRequest | None:
+        """The newest render request opened by a job, if any."""
+        async with self.db.read_connection() as conn:
+            request_id = (
+                await conn.execute(
+                    select(func.max(render_requests.c.id)).where(
+                        render_requests.c.parent_job_id == job_id
+                    )
+                )
+            ).scalar_one_or_none()
+            return None if request_id is None else await request_get(conn, request_id)
+
+    async def request(self, request_id: int) -> RenderRequest | None:
+        """One render request."""
+        async with self.db.read_connection() as conn:
+            return await request_get(conn, request_id)
+
+    async def attempts(self, request_id: int) -> list[RenderAttempt]:
+        """Every attempt of a render request, oldest first."""
+        async with self.db.read_connection() as conn:
+            return await attempts_of_request(conn, request_id)
+
+    async def artifact_for_job(self, job_id: int) -> tuple[bytes, str] | None:
+        """The bytes and content type of a job's committed result, or None without one."""
+        job = await self.runtime.get(job_id)
+        if job is None or not isinstance(job.result, dict):
+            return None
+        key = job.result.get("artifact_key")
+        if not isinstance(key, str):
+            return None
+        data = await self.store.get(key)
+        if data is None:
+            return None
+        return data, str(job.result.get("content_type") or "application/octet-stream")
+
+    async def workers(self) -> list[dict[str, Any]]:
+        """Every known renderer: url, epoch, slots, occupancy and state."""
+        async with self.db.read_transaction() as conn:
+            rows = await worker_list(conn)
+            occ = await occupancy_snapshot(conn)
+        return [
+            {
+                "name": w.name,
+                "url": w.url,
+                "renderer_id": w.renderer_id,
+                "epoch": w.epoch,
+                "slots": w.slots,
+                "occupancy": len(occ.taken.get((w.id, w.epoch or ""), ())),
+                "state": w.state.value,
+                "error": w.error,
+                "updated_at": w.updated_at.isoformat(),
+            }
+            for w in rows
+        ]
+
+    async def wait_for_terminal(
+        self, request_id: int, timeout: float | None = None
+    ) -> RenderRequest:
+        """Wait until the render request is terminal; woken by its state change, never writes."""
+        return await wait_for_terminal(
+            self.db, request_id, timeout, self.settings.render_idle_poll_ceiling_seconds
+        )

@@ -1,0 +1,62 @@
+"""States of render workers, requests and attempts, and the control plane's own error codes."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class WorkerState(StrEnum):
+    """Whether a renderer answered its last probe."""
+
+    UP = "up"
+    DOWN = "down"
+
+
+class RequestStatus(StrEnum):
+    """Where a render request is in its life."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def is_terminal(self) -> bool:
+        """True once the request can never change again."""
+        return self not in (RequestStatus.PENDING, RequestStatus.RUNNING)
+
+
+ACTIVE_REQUEST = (RequestStatus.PENDING.value, RequestStatus.RUNNING.value)
+
+
+class AttemptState(StrEnum):
+    """Where one attempt of a request on one renderer slot is.
+
+    `admitted` holds a slot but has not been confirmed by a receipt yet; `running` was confirmed
+    by at least one real receipt. Every other state has released its slot.
+    """
+
+    ADMITTED = "admitted"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    LOST = "lost"
+    CANCELLED = "cancelled"
+    REFUSED = "refused"
+
+
+ACTIVE_ATTEMPT = (AttemptState.ADMITTED.value, AttemptState.RUNNING.value)
+
+
+class ControlErrorCode(StrEnum):
+    """Error codes the control plane itself raises (the renderer's live in `render.errors`)."""
+
+    QUEUE_FULL = "RENDER_QUEUE_FULL"
+    NO_RENDERER = "RENDER_NO_RENDERER"
+
+
+WAKE_RENDER = "render"
+"""Bus channel that wakes the coordinator: a request arrived, was cancelled or was requeued."""
+WAKE_REQUESTS = "render.requests"
+"""Bus channel woken whenever a render request changes state; `wait_for_terminal` listens."""

@@ -1,0 +1,242 @@
+"""Lite supervision: run `deckyard renderer` subprocesses, restart them, leave nothing behind.
+
+Each renderer runs on 127.0.0.1 with `--port 0` under a secret generated for this process, in a
+process group of its own. A renderer that exits is restarted with exponential backoff (it comes
+back with a new epoch, which the coordinator reconciles at once). This process marks itself a
+child subreaper, so the renderer's watchdog and any Chromium left by a SIGKILLed renderer are
+re-parented here rather than to PID 1, and a reaping loop collects them: no zombie survives.
+On stop every renderer gets SIGTERM, then its whole process group SIGKILL after a grace period.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import ctypes.util
+import json
+import logging
+import os
+import secrets
+import signal
+import socket
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from deckyard.clock import Clock
+from deckyard.config import Settings
+from deckyard.jobs import Loop, Tick
+from deckyard.render.control.sources import WorkerSource, WorkerSources
+from deckyard.render.worker.processes import become_subreaper, kill_groups, reap_adopted
+
+log = logging.getLogger(__name__)
+PR_SET_PDEATHSIG = 1
+
+
+@dataclass
+class SupervisedRenderer:
+    """One supervised renderer slot: its current process, URL and epoch, and its history."""
+
+    name: str
+    process: asyncio.subprocess.Process | None = None
+    url: str | None = None
+    epoch: str | None = None
+    starts: int = 0
+    epochs: list[str] = field(default_factory=list)
+    task: asyncio.Task[None] | None = None
+
+    @property
+    def pid(self) -> int | None:
+        """The running renderer's pid, if any."""
+        return self.process.pid if self.process is not None else None
+
+
+def _die_with_parent() -> None:
+    """In the forked child: ask for SIGTERM when the supervisor dies, even by SIGKILL.
+
+    Without it a SIGKILLed `deckyard serve` would leave its renderers running as orphans.
+    """
+    libc_name = ctypes.util.find_library("c")
+    if libc_name is not None:
+        ctypes.CDLL(libc_name).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
+class Supervisor:
+    """Keeps `count` local renderers running and registered in `sources`."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        sources: WorkerSources,
+        clock: Clock,
+        *,
+        count: int,
+        on_change: Callable[[], None],
+    ) -> None:
+        self.settings = settings
+        self.sources = sources
+        self.clock = clock
+        self.on_change = on_change
+        self.secret = secrets.token_urlsafe(32)
+        host = socket.gethostname()
+        self.renderers = [SupervisedRenderer(f"{host}-lite-{i}") for i in range(count)]
+        self._stopping = False
+        self.subreaper = False
+        self.reap_loop = Loop(
+            "render.reap",
+            self._reap_tick,
+            subscription=None,
+            poll_interval=settings.render_reap_interval_seconds,
+            idle_ceiling=settings.render_reap_interval_seconds,
+            error_backoff=settings.loop_error_backoff_seconds,
+            error_backoff_max=settings.loop_error_backoff_max_seconds,
+            clock=clock,
+        )
+
+    @property
+    def loops(self) -> list[Loop]:
+        """The reaping loop."""
+        return [self.reap_loop]
+
+    async def start(self) -> None:
+        """Become a subreaper, start every renderer and wait until each is listening."""
+        self.subreaper = become_subreaper()
+        if not self.subreaper:
+            log.warning("cannot become a child subreaper; orphans of renderers go to PID 1")
+        self.reap_loop.start()
+        ready = []
+        for renderer in self.renderers:
+            started = asyncio.get_running_loop().create_future()
+            renderer.task = asyncio.create_task(
+                self._keep_running(renderer, started), name=f"supervise:{renderer.name}"
+            )
+            ready.append(started)
+        await asyncio.gather(*ready)
+
+    async def stop(self) -> None:
+        """Stop every renderer and its process group, then reap what is left."""
+        self._stopping = True
+        for renderer in self.renderers:
+            if renderer.task is not None:
+                renderer.task.cancel()
+        await asyncio.gather(
+            *(r.task for r in self.renderers if r.task is not None), return_exceptions=True
+        )
+        await asyncio.gather(*(self._terminate(r) for r in self.renderers))
+        await self.reap_loop.stop()
+        self._reap()
+
+    async def _keep_running(
+        self, renderer: SupervisedRenderer, started: asyncio.Future[None]
+    ) -> None:
+        backoff = self.settings.render_restart_backoff_seconds
+        while not self._stopping:
+            began = self.clock.monotonic()
+            try:
+                await self._spawn(renderer)
+            except (OSError, RuntimeError, TimeoutError) as exc:
+                log.error("renderer %s failed to start: %s", renderer.name, exc)
+            else:
+                if not started.done():
+                    started.set_result(None)
+                self.on_change()
+                await self._watch(renderer)
+            if not started.done():
+                started.set_result(None)
+            if self._stopping:
+                return
+            if self.clock.monotonic() - began > self.settings.render_restart_backoff_max_seconds:
+                backoff = self.settings.render_restart_backoff_seconds
+            log.warning("renderer %s exited; restarting in %.1fs", renderer.name, backoff)
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, self.settings.render_restart_backoff_max_seconds)
+
+    async def _spawn(self, renderer: SupervisedRenderer) -> None:
+        env = {
+            **os.environ,
+            "DECKYARD_RENDERER_SECRET": self.secret,
+            "DECKYARD_RENDERER_WORKER_ID": renderer.name,
+            "DECKYARD_RENDERER_HOST": "127.0.0.1",
+        }
+        cmd = [
+            sys.executable,
+            "-m",
+            "deckyard",
+            "renderer",
+            "--port",
+            "0",
+            "--slots",
+            str(self.settings.renderer_slots),
+        ]
+        proc = await asyncio.create_subprocess_exec(
+            *cmd,
+            preexec_fn=_die_with_parent,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            env=env,
+            start_new_session=True,
+        )
+        renderer.process = proc
+        assert proc.stdout is not None
+        try:
+            async with asyncio.timeout(self.settings.render_renderer_start_timeout_seconds):
+                line = await proc.stdout.readline()
+            ready: dict[str, Any] = json.loads(line) if line else {}
+        except (TimeoutError, ValueError):
+            ready = {}
+        if ready.get("event") != "listening":
+            await self._terminate(renderer)
+            raise RuntimeError(f"renderer {renderer.name} did not report listening")
+        renderer.url, renderer.epoch = str(ready["url"]), str(ready["epoch"])
+        renderer.starts += 1
+        renderer.epochs.append(renderer.epoch)
+        self.sources.put(WorkerSource(renderer.name, renderer.url, self.secret))
+        log.info(
+            "renderer %s listening on %s (epoch %s)", renderer.name, renderer.url, renderer.epoch
+        )
+
+    async def _watch(self, renderer: SupervisedRenderer) -> None:
+        proc = renderer.process
+        assert proc is not None
+        assert proc.stdout is not None
+        drain = asyncio.create_task(proc.stdout.read())
+        try:
+            code = await proc.wait()
+        finally:
+            drain.cancel()
+            await asyncio.gather(drain, return_exceptions=True)
+        kill_groups([proc.pid])
+        renderer.process = None
+        log.warning("renderer %s (pid %d) exited with %s", renderer.name, proc.pid, code)
+        self._reap()
+        self.on_change()
+
+    async def _terminate(self, renderer: SupervisedRenderer) -> None:
+        proc = renderer.process
+        if proc is None:
+            return
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGTERM)
+            try:
+                async with asyncio.timeout(self.settings.render_renderer_stop_grace_seconds):
+                    await proc.wait()
+            except TimeoutError:
+                log.warning("renderer %s ignored SIGTERM; killing its group", renderer.name)
+        kill_groups([proc.pid])
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        await proc.wait()
+        renderer.process = None
+
+    def _reap(self) -> int:
+        protected = {r.pid for r in self.renderers if r.pid is not None}
+        return reap_adopted({p for p in protected if p is not None})
+
+    async def _reap_tick(self) -> Tick:
+        reaped = self._reap()
+        if reaped:
+            log.info("reaped %d orphaned process(es) of renderers", reaped)
+        return Tick(due_in=self.settings.render_reap_interval_seconds)

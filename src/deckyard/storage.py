@@ -1,0 +1,110 @@
+"""The artefact store: rendered images and exports, in a local directory or any fsspec URL.
+
+Lite keeps artefacts under `<data_dir>/artifacts`; `DECKYARD_ARTIFACT_STORE_URL` points at any
+filesystem fsspec knows (`s3://bucket/prefix`, `memory://x`, `file:///srv/artefacts`). Keys are
+relative paths with `/` separators; a key that tries to climb out of the store is refused.
+Writes go to a temporary name first and are renamed into place where the filesystem allows, so a
+reader never sees half an artefact.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+from typing import Any
+
+import fsspec  # type: ignore[import-untyped]
+from fsspec.implementations.local import LocalFileSystem  # type: ignore[import-untyped]
+
+from deckyard.config import Settings
+
+
+class ArtifactKeyError(ValueError):
+    """A key that is empty, absolute or climbs out of the store."""
+
+
+def _check_key(key: str) -> str:
+    parts = key.split("/")
+    if not key or key.startswith("/") or any(p in ("", ".", "..") for p in parts):
+        raise ArtifactKeyError(f"bad artefact key {key!r}")
+    return key
+
+
+class ArtifactStore:
+    """Put, get and delete artefacts by key; blocking filesystem calls run in a thread."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url.rstrip("/")
+        fs, root = fsspec.core.url_to_fs(self.url)
+        self._fs: Any = fs
+        self._root: str = root.rstrip("/")
+        if isinstance(fs, LocalFileSystem):
+            fs.makedirs(self._root, exist_ok=True)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ArtifactStore:
+        """The configured store, or `<data_dir>/artifacts` by default."""
+        if settings.artifact_store_url:
+            return cls(settings.artifact_store_url)
+        return cls(str((Path(settings.data_dir) / "artifacts").resolve()))
+
+    @property
+    def ephemeral(self) -> bool:
+        """True when artefacts do not survive this process (an in-memory filesystem)."""
+        return self.url.startswith("memory:")
+
+    def _path(self, key: str) -> str:
+        return f"{self._root}/{_check_key(key)}"
+
+    def _put(self, key: str, data: bytes) -> None:
+        path = self._path(key)
+        parent = path.rsplit("/", 1)[0]
+        self._fs.makedirs(parent, exist_ok=True)
+        tmp = f"{parent}/.tmp-{uuid.uuid4().hex}"
+        self._fs.pipe_file(tmp, data)
+        try:
+            self._fs.mv(tmp, path)
+        except Exception:
+            self._fs.rm(tmp)
+            raise
+
+    async def put(self, key: str, data: bytes) -> None:
+        """Store `data` under `key`, replacing what was there."""
+        await asyncio.to_thread(self._put, key, data)
+
+    def _get(self, key: str) -> bytes | None:
+        path = self._path(key)
+        try:
+            data: bytes = self._fs.cat_file(path)
+        except FileNotFoundError:
+            return None
+        return data
+
+    async def get(self, key: str) -> bytes | None:
+        """The bytes under `key`, or None when there are none."""
+        return await asyncio.to_thread(self._get, key)
+
+    def _delete(self, key: str) -> bool:
+        path = self._path(key)
+        try:
+            self._fs.rm_file(path)
+        except FileNotFoundError:
+            return False
+        return True
+
+    async def delete(self, key: str) -> bool:
+        """Remove `key`; False when it did not exist."""
+        return await asyncio.to_thread(self._delete, key)
+
+    def _keys(self) -> list[str]:
+        try:
+            found = self._fs.find(self._root)
+        except FileNotFoundError:
+            return []
+        prefix = self._root + "/"
+        return sorted(str(p)[len(prefix) :] for p in found if str(p).startswith(prefix))
+
+    async def keys(self) -> list[str]:
+        """Every key in the store (temporary names included), for tests and audits."""
+        return await asyncio.to_thread(self._keys)

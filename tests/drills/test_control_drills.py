@@ -1,0 +1,228 @@
+"""Seed 004's five screenshot lifecycle drills against real renderer processes and Chromium.
+
+Timings are scaled down (lease 3 s, receipt poll 0.2 s, request deadline 20 s, caps 2). Each
+drill also passes seed 004's gate (see `control_fixtures`): occupancy sampled throughout never
+exceeds the cap, every worker ends idle, no temp files, no stray browser, no zombie.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from deckyard.jobs import JobStatus
+from deckyard.render.control.spec import ScreenshotSpec
+from deckyard.render.control.status import AttemptState, RequestStatus
+from tests.drills.conftest import LIVE, start_renderer
+from tests.drills.control_fixtures import (
+    STOPPED_EPOCHS,
+    Plane,
+    hygiene,
+    nav,
+    renderer_env,
+    running_plane,
+    shared_renderer,
+    stop_control_renderer,
+)
+from tests.drills.control_support import NavigationSite, settle, tagged_processes
+from tests.drills.support import DrillSite, RendererProcess, decode_png
+
+__all__ = ["hygiene", "nav", "shared_renderer"]
+pytestmark = [pytest.mark.chromium, pytest.mark.processes, pytest.mark.slow]
+
+SLIDE = "<html><body style='margin:0;background:#c00'><h1>slide</h1></body></html>"
+
+
+async def until(check: object, timeout: float = 20.0) -> None:
+    """Wait for an async predicate."""
+    async with asyncio.timeout(timeout):
+        while not await check():  # type: ignore[operator]
+            await asyncio.sleep(0.05)
+
+
+async def request_of(plane: Plane, job_id: int) -> int:
+    """The render request a job opened (waiting for it to exist)."""
+    found: list[int] = []
+
+    async def opened() -> bool:
+        req = await plane.service.request_for_job(job_id)
+        if req is not None:
+            found.append(req.id)
+        return req is not None
+
+    await until(opened)
+    return found[0]
+
+
+async def test_drill1_cancel_during_navigation(
+    tmp_path: Path, shared_renderer: RendererProcess, nav: NavigationSite
+) -> None:
+    async with running_plane(tmp_path, shared_renderer) as plane:
+        spec = ScreenshotSpec(url=nav.url("d1"), width=320, height=200)
+        job = await plane.service.screenshot(spec, workspace_id="ws")
+        req_id = await request_of(plane, job.id)
+
+        async def navigating() -> bool:
+            return nav.hits.get("d1", 0) >= 1
+
+        await until(navigating)
+        await plane.runtime.cancel(job.id)
+        done = await plane.runtime.wait(job.id, timeout=10)
+        request = await plane.service.wait_for_terminal(req_id, timeout=10)
+        nav.release("d1")
+        assert done.status is JobStatus.CANCELLED
+        assert done.result is None
+        assert request.status is RequestStatus.CANCELLED
+        assert request.result is None and request.artifact_key is None
+        [attempt] = await plane.service.attempts(req_id)
+        assert attempt.status is AttemptState.CANCELLED
+        assert attempt.active_occupancy == 0
+        assert await plane.store.keys() == []
+        assert await plane.service.artifact_for_job(job.id) is None
+
+
+async def test_drill2_cancel_while_the_png_is_on_its_way(
+    tmp_path: Path, shared_renderer: RendererProcess
+) -> None:
+    async with running_plane(tmp_path, shared_renderer) as plane:
+        plane.proxy.hold_artifacts = True
+        job = await plane.service.screenshot(
+            ScreenshotSpec(html=SLIDE, width=320, height=200), workspace_id="ws"
+        )
+        req_id = await request_of(plane, job.id)
+        await asyncio.to_thread(plane.proxy.held.wait, 20)
+        assert plane.proxy.held.is_set(), "the real PNG never came back through the proxy"
+        await plane.runtime.cancel(job.id)
+        request = await plane.service.wait_for_terminal(req_id, timeout=10)
+        plane.proxy.release.set()
+        committer = plane.service.coordinator.committer
+
+        async def refused() -> bool:
+            return committer.stats.refused >= 1
+
+        await until(refused)
+        done = await plane.runtime.wait(job.id, timeout=10)
+        assert request.status is RequestStatus.CANCELLED
+        assert done.status is JobStatus.CANCELLED
+        assert committer.stats.committed == 0
+        assert (await plane.service.request(req_id)).result is None  # type: ignore[union-attr]
+        assert await plane.store.keys() == []
+
+
+async def test_drill3_sigkill_renderer_lease_expires_then_new_attempt_wins(
+    tmp_path: Path, site: DrillSite, nav: NavigationSite
+) -> None:
+    first = start_renderer(site, slots=2, **renderer_env(nav))
+    second: RendererProcess | None = None
+    try:
+        async with running_plane(tmp_path, first) as plane:
+            job = await plane.service.screenshot(
+                ScreenshotSpec(url=nav.url("d3"), width=320, height=200), workspace_id="ws"
+            )
+            req_id = await request_of(plane, job.id)
+
+            async def navigating() -> bool:
+                attempts = await plane.service.attempts(req_id)
+                return (
+                    nav.hits.get("d3", 0) >= 1
+                    and bool(attempts)
+                    and bool(attempts[0].last_receipt_at)
+                )
+
+            await until(navigating)
+            [before] = await plane.service.attempts(req_id)
+            old_epoch = first.ready["epoch"]
+            LIVE.pop(first.proc.pid)
+            os.kill(first.proc.pid, signal.SIGKILL)
+            first.stop()
+            STOPPED_EPOCHS.add(old_epoch)
+            assert not settle(lambda: tagged_processes({old_epoch}), 15), "browser outlived kill"
+
+            async def lost() -> bool:
+                [a, *_] = await plane.service.attempts(req_id)
+                return a.status is AttemptState.LOST
+
+            await until(lost, timeout=15)
+            [gone, *_] = await plane.service.attempts(req_id)
+            assert gone.lease_expires_at == before.lease_expires_at, "renewed without a receipt"
+            assert gone.finished_at is not None
+            assert gone.finished_at >= before.lease_expires_at
+            assert gone.error_code == "RENDER_RESULT_LOST"
+
+            second = start_renderer(site, slots=2, **renderer_env(nav))
+            plane.proxy.upstream = second.url
+            done = await plane.runtime.wait(job.id, timeout=30)
+            assert done.status is JobStatus.SUCCEEDED, done
+            attempts = await plane.service.attempts(req_id)
+            assert [a.status for a in attempts] == [AttemptState.LOST, AttemptState.SUCCEEDED]
+            assert attempts[1].worker_epoch == second.ready["epoch"]
+            assert done.result["attempt_key"] == attempts[1].attempt_key
+            artefact = await plane.service.artifact_for_job(job.id)
+            assert artefact is not None and artefact[1] == "image/png"
+            assert decode_png(artefact[0])[:2] == (320, 200)
+        if first.tmp_dir.exists():
+            assert settle(lambda: list(first.tmp_dir.iterdir()), 10) == []
+            first.tmp_dir.rmdir()
+        first.stderr_path.unlink(missing_ok=True)
+    finally:
+        nav.release("d3")
+        if second is not None:
+            stop_control_renderer(second)
+
+
+async def test_drill4_png_after_lease_expiry_is_refused_new_attempt_wins(
+    tmp_path: Path, shared_renderer: RendererProcess
+) -> None:
+    async with running_plane(tmp_path, shared_renderer) as plane:
+        plane.proxy.hold_artifacts = True
+        job = await plane.service.screenshot(
+            ScreenshotSpec(html=SLIDE, width=400, height=300), workspace_id="ws"
+        )
+        req_id = await request_of(plane, job.id)
+        await asyncio.to_thread(plane.proxy.held.wait, 20)
+        done = await plane.runtime.wait(job.id, timeout=30)
+        assert done.status is JobStatus.SUCCEEDED, done
+        plane.proxy.release.set()
+        committer = plane.service.coordinator.committer
+
+        async def refused() -> bool:
+            return committer.stats.refused >= 1
+
+        await until(refused)
+        attempts = await plane.service.attempts(req_id)
+        assert [a.status for a in attempts] == [AttemptState.LOST, AttemptState.SUCCEEDED]
+        assert committer.stats.refused_keys == [attempts[0].attempt_key]
+        assert done.result["attempt_key"] == attempts[1].attempt_key
+        assert await plane.store.keys() == [done.result["artifact_key"]]
+        assert len(plane.proxy.artifacts_served) == 2
+
+
+async def test_drill5_navigation_never_completes_under_a_hard_deadline(
+    tmp_path: Path, shared_renderer: RendererProcess, nav: NavigationSite
+) -> None:
+    async with running_plane(
+        tmp_path, shared_renderer, render_attempt_timeout_seconds=1.5
+    ) as plane:
+        job = await plane.service.screenshot(
+            ScreenshotSpec(url=nav.url("always-d5"), width=320, height=200),
+            workspace_id="ws",
+        )
+        req_id = await request_of(plane, job.id)
+        done = await plane.runtime.wait(job.id, timeout=30)
+        nav.release("always-d5")
+        request = await plane.service.request(req_id)
+        assert request is not None
+        assert request.status is RequestStatus.FAILED
+        assert request.error_code == "RENDER_DEADLINE_EXCEEDED"
+        attempts = await plane.service.attempts(req_id)
+        assert len(attempts) == 3
+        assert {a.error_code for a in attempts} == {"RENDER_DEADLINE_EXCEEDED"}
+        assert all(a.active_occupancy == 0 for a in attempts)
+        assert done.status is JobStatus.FAILED
+        assert done.error_code == "RENDER_DEADLINE_EXCEEDED"
+        assert request.result is None and done.result is None
+        assert await plane.store.keys() == []

@@ -1,0 +1,149 @@
+"""Drill 6: SIGKILL `deckyard serve` (Lite) in the middle of 20 screenshot jobs, start it again.
+
+Every job must complete exactly once: succeeded, one `succeeded` event, an artefact; and the
+killed server's renderer and Chromium processes must not outlive it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+
+from tests.drills.support import zombies
+from tests.helpers.server import DECKYARD, Server, clean_env
+
+pytestmark = [pytest.mark.chromium, pytest.mark.processes, pytest.mark.slow]
+N = 20
+
+ENV = {
+    "DECKYARD_RENDERERS": "1",
+    "DECKYARD_RENDERER_SLOTS": "2",
+    "DECKYARD_JOB_LEASE_SECONDS": "3",
+    "DECKYARD_JOB_HEARTBEAT_INTERVAL_SECONDS": "0.5",
+    "DECKYARD_JOB_IDLE_POLL_CEILING_SECONDS": "1",
+    "DECKYARD_JOB_RECOVERY_BACKOFF_SECONDS": "0",
+    "DECKYARD_RENDER_LEASE_SECONDS": "3",
+    "DECKYARD_RENDER_RECEIPT_POLL_SECONDS": "0.2",
+}
+
+
+@pytest.fixture(autouse=True)
+def hygiene() -> Iterator[None]:
+    """Scoped to this drill's own processes: other tests may run Chromium on the machine."""
+    before = zombies()
+    yield
+    assert not (zombies() - before), "new zombie processes"
+
+
+def tree(pid: int) -> set[int]:
+    """A process and all its descendants."""
+    root = psutil.Process(pid)
+    return {root.pid, *(c.pid for c in root.children(recursive=True))}
+
+
+def alive(pids: set[int]) -> set[int]:
+    """Those of `pids` still running (zombies count as gone)."""
+    out = set()
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                out.add(pid)
+        except psutil.NoSuchProcess:
+            continue
+    return out
+
+
+def page(i: int) -> str:
+    return (
+        "<!doctype html><html><body style='margin:0'>"
+        f"<div style='width:200px;height:100px;background:rgb({i * 10},80,160)'>job {i}</div>"
+        "</body></html>"
+    )
+
+
+def statuses(client: httpx.Client, headers: dict[str, str], ids: list[int]) -> dict[int, str]:
+    return {i: client.get(f"/v1/jobs/{i}", headers=headers).json()["status"] for i in ids}
+
+
+def test_sigkill_serve_mid_batch_then_every_job_completes_once(
+    tmp_path: Path, servers: list[Server]
+) -> None:
+    env = clean_env(tmp_path, **ENV)
+    token = subprocess.run(
+        [*DECKYARD, "token", "create", "--workspace", "drill"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout.strip()
+    headers = {"authorization": f"Bearer {token}"}
+    first = Server([], env, tmp_path)
+    servers.append(first)
+    first.wait_ready(60)
+    with httpx.Client(base_url=first.url, timeout=30) as client:
+        ids = []
+        for i in range(N):
+            r = client.post(
+                "/v1/screenshots",
+                json={"html": page(i), "width": 200, "height": 100},
+                headers=headers,
+            )
+            assert r.status_code == 202, r.text
+            ids.append(r.json()["id"])
+        deadline = time.monotonic() + 90
+        while True:
+            done = [i for i, s in statuses(client, headers, ids).items() if s == "succeeded"]
+            if len(done) >= 3:
+                break
+            assert time.monotonic() < deadline, "no screenshot finished before the kill"
+            time.sleep(0.1)
+    assert len(done) < N, "the kill came too late to prove anything"
+    family = tree(first.proc.pid) - {first.proc.pid}
+    assert any("chrom" in psutil.Process(p).name() for p in alive(family)), "no Chromium seen"
+    os.kill(first.proc.pid, signal.SIGKILL)  # the server alone, not its process group
+    first.proc.wait(10)
+    deadline = time.monotonic() + 15
+    while alive(family) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert alive(family) == set(), "the killed server's renderer or Chromium outlived it"
+
+    second = Server([], env, tmp_path)
+    servers.append(second)
+    second.wait_ready(60)
+    with httpx.Client(base_url=second.url, timeout=30) as client:
+        deadline = time.monotonic() + 150
+        while True:
+            now = statuses(client, headers, ids)
+            if all(s == "succeeded" for s in now.values()):
+                break
+            assert not [s for s in now.values() if s in ("failed", "cancelled")], now
+            assert time.monotonic() < deadline, f"not all done: {now}"
+            time.sleep(0.25)
+        for job_id in ids:
+            stream = client.get(f"/v1/jobs/{job_id}/events", headers=headers)
+            types = [
+                json.loads(line[len("data: ") :])["type"]
+                for line in stream.text.splitlines()
+                if line.startswith("data: ")
+            ]
+            assert types.count("succeeded") == 1, (job_id, types)
+            art = client.get(f"/v1/jobs/{job_id}/artifact", headers=headers)
+            assert art.status_code == 200, (job_id, art.text, client.get(f"/v1/jobs/{job_id}", headers=headers).json())
+            assert art.content[:8] == b"\x89PNG\r\n\x1a\n"
+    family = tree(second.proc.pid)
+    second.stop()
+    deadline = time.monotonic() + 15
+    while alive(family) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert alive(family) == set(), "a stopped server left processes behind"

@@ -1,0 +1,68 @@
+"""Running the CLI and `deckyard serve` as a user would: real subprocesses, always stopped."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+DECKYARD = [sys.executable, "-m", "deckyard"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DECKYARD_")}
+    env.update({"DECKYARD_DATA_DIR": str(tmp_path / "data"), **extra})
+    return env
+
+
+class Server:
+    """A `deckyard serve` subprocess that is always stopped."""
+
+    def __init__(self, args: list[str], env: dict[str, str], cwd: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc = subprocess.Popen(
+            [*DECKYARD, "serve", "--port", str(self.port), *args],
+            env=env,
+            cwd=cwd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                out = self.proc.stdout.read().decode() if self.proc.stdout else ""
+                raise AssertionError(f"server exited {self.proc.returncode}: {out}")
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise AssertionError("server did not become healthy")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(5)
+        if self.proc.stdout:
+            self.proc.stdout.close()

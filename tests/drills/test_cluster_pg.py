@@ -1,0 +1,147 @@
+"""A PostgreSQL cluster drill: two `deckyard serve` nodes share one renderer; one is SIGKILLed.
+
+Both nodes take screenshot jobs and coordinate only through PostgreSQL (row locks, SKIP LOCKED,
+LISTEN/NOTIFY). The renderer's slots are never oversubscribed, and after one node dies mid-batch
+the survivor finishes every job exactly once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+
+from tests.drills.support import SECRET, RendererProcess, zombies
+from tests.helpers.server import DECKYARD, Server, clean_env
+
+pytestmark = [pytest.mark.chromium, pytest.mark.processes, pytest.mark.postgres, pytest.mark.slow]
+N = 16
+SLOTS = 2
+
+
+@pytest.fixture(autouse=True)
+def hygiene() -> Iterator[None]:
+    """Scoped to this drill's processes: other tests may run Chromium on the machine."""
+    before = zombies()
+    yield
+    assert not (zombies() - before), "new zombie processes"
+
+
+@pytest.fixture
+def renderer() -> Iterator[RendererProcess]:
+    """One standalone renderer both nodes use."""
+    tmp_dir = Path(tempfile.mkdtemp(prefix="dyc-"))
+    process = RendererProcess(tmp_dir, {}, slots=SLOTS)
+    yield process
+    assert process.stop() == 0
+    assert list(tmp_dir.iterdir()) == []
+    tmp_dir.rmdir()
+    process.stderr_path.unlink()
+
+
+def page(i: int) -> str:
+    return f"<!doctype html><body style='margin:0'><h1>node job {i}</h1></body>"
+
+
+def test_two_nodes_share_a_renderer_and_survive_a_kill(
+    pg_schema_url: str, renderer: RendererProcess, tmp_path: Path, servers: list[Server]
+) -> None:
+    env = clean_env(
+        tmp_path,
+        DECKYARD_DATABASE_URL=pg_schema_url,
+        DECKYARD_RENDERERS="0",
+        DECKYARD_RENDERER_URLS=json.dumps([renderer.url]),
+        DECKYARD_RENDERER_SECRET=SECRET,
+        DECKYARD_JOB_LEASE_SECONDS="3",
+        DECKYARD_JOB_HEARTBEAT_INTERVAL_SECONDS="0.5",
+        DECKYARD_JOB_IDLE_POLL_CEILING_SECONDS="1",
+        DECKYARD_JOB_RECOVERY_BACKOFF_SECONDS="0",
+        DECKYARD_RENDER_LEASE_SECONDS="3",
+        DECKYARD_RENDER_RECEIPT_POLL_SECONDS="0.2",
+    )
+    token = subprocess.run(
+        [*DECKYARD, "token", "create", "--workspace", "cluster"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout.strip()
+    headers = {"authorization": f"Bearer {token}"}
+    a = Server([], env, tmp_path)
+    servers.append(a)
+    a.wait_ready(60)
+    b = Server([], env, tmp_path)
+    servers.append(b)
+    b.wait_ready(60)
+    ids: list[int] = []
+    with httpx.Client(timeout=30) as client:
+        for i in range(N):
+            node = a if i % 2 == 0 else b
+            r = client.post(
+                f"{node.url}/v1/screenshots",
+                headers=headers,
+                json={"html": page(i), "width": 320, "height": 200},
+            )
+            assert r.status_code == 202, r.text
+            ids.append(r.json()["id"])
+        peak = 0
+        deadline = time.monotonic() + 90
+        while True:
+            workers = client.get(f"{b.url}/v1/workers", headers=headers).json()
+            peak = max([peak, *(w["occupancy"] for w in workers)])
+            done = [
+                i
+                for i in ids
+                if client.get(f"{b.url}/v1/jobs/{i}", headers=headers).json()["status"]
+                == "succeeded"
+            ]
+            if len(done) >= 3:
+                break
+            assert time.monotonic() < deadline, "nothing finished"
+            time.sleep(0.1)
+        family = {a.proc.pid, *(c.pid for c in psutil.Process(a.proc.pid).children(True))}
+        os.kill(a.proc.pid, signal.SIGKILL)
+        a.proc.wait(10)
+        deadline = time.monotonic() + 120
+        while True:
+            workers = client.get(f"{b.url}/v1/workers", headers=headers).json()
+            peak = max([peak, *(w["occupancy"] for w in workers)])
+            states = {
+                i: client.get(f"{b.url}/v1/jobs/{i}", headers=headers).json()["status"] for i in ids
+            }
+            if all(s == "succeeded" for s in states.values()):
+                break
+            assert not [s for s in states.values() if s in ("failed", "cancelled")], states
+            assert time.monotonic() < deadline, states
+            time.sleep(0.25)
+        for job_id in ids:
+            stream = client.get(f"{b.url}/v1/jobs/{job_id}/events", headers=headers)
+            types = [
+                json.loads(line[6:])["type"]
+                for line in stream.text.splitlines()
+                if line.startswith("data: ")
+            ]
+            assert types.count("succeeded") == 1, (job_id, types)
+            art = client.get(f"{b.url}/v1/jobs/{job_id}/artifact", headers=headers)
+            assert art.status_code == 200
+        workers = client.get(f"{b.url}/v1/workers", headers=headers).json()
+    assert peak <= SLOTS, f"occupancy {peak} exceeded the renderer's {SLOTS} slots"
+    assert [w["occupancy"] for w in workers] == [0]
+    assert not [
+        p
+        for p in family
+        if psutil.pid_exists(p)
+        and p != a.proc.pid
+        and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
+    ]

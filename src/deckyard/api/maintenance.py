@@ -61,14 +61,12 @@ class ApiMaintenance:
     def start(self) -> None:
         """Start pruning at the job-prune cadence."""
         s = self.settings
-        loop = Loop(
+        loop = Loop.configured(
             "idempotency-prune",
             self._tick,
-            subscription=None,
+            s,
             poll_interval=s.job_prune_interval_seconds,
             idle_ceiling=s.job_prune_interval_seconds,
-            error_backoff=s.loop_error_backoff_seconds,
-            error_backoff_max=s.loop_error_backoff_max_seconds,
             clock=self.clock,
         )
         loop.start()

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from deckyard.clock import SYSTEM_CLOCK, Clock
+from deckyard.config import Settings
 from deckyard.db import Subscription, current_loop
 
 log = logging.getLogger(__name__)
@@ -78,6 +79,32 @@ class Loop:
         self.stats = LoopStats()
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
+
+    @classmethod
+    def configured(
+        cls,
+        name: str,
+        tick: Callable[[], Awaitable[Tick]],
+        settings: Settings,
+        *,
+        poll_interval: float,
+        idle_ceiling: float,
+        subscription: Subscription | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> Loop:
+        """A loop whose error backoff comes from settings, as every Deckyard loop's does."""
+        return cls(
+            name,
+            tick,
+            subscription=subscription,
+            poll_interval=poll_interval,
+            idle_ceiling=idle_ceiling,
+            error_backoff=settings.loop_error_backoff_seconds,
+            error_backoff_max=max(
+                settings.loop_error_backoff_max_seconds, settings.loop_error_backoff_seconds
+            ),
+            clock=clock,
+        )
 
     @property
     def alive(self) -> bool:

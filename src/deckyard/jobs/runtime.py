@@ -217,40 +217,35 @@ class Runtime:
             await upgrade(self.db)
         await self.db.start_listening()
         s = self.settings
-        common: dict[str, Any] = {
-            "error_backoff": s.loop_error_backoff_seconds,
-            "error_backoff_max": s.loop_error_backoff_max_seconds,
-            "clock": self.clock,
-        }
         self._loops = [
-            Loop(
+            Loop.configured(
                 "recovery",
                 self._recovery_tick,
-                subscription=None,
+                s,
                 poll_interval=s.job_poll_interval_seconds,
                 idle_ceiling=s.job_idle_poll_ceiling_seconds,
-                **common,
+                clock=self.clock,
             ),
-            Loop(
+            Loop.configured(
                 "prune",
                 self._prune_tick,
-                subscription=None,
+                s,
                 poll_interval=s.job_prune_interval_seconds,
                 idle_ceiling=s.job_prune_interval_seconds,
-                **common,
+                clock=self.clock,
             ),
         ]
         if self.periodics:
             now = self.clock.now()
             self._periodic_next = {p.name: p.next_tick(now) for p in self.periodics}
             self._loops.append(
-                Loop(
+                Loop.configured(
                     "periodic",
                     self._periodic_tick,
-                    subscription=None,
+                    s,
                     poll_interval=s.job_periodic_check_seconds,
                     idle_ceiling=s.job_idle_poll_ceiling_seconds,
-                    **common,
+                    clock=self.clock,
                 )
             )
         for loop in self._loops:

@@ -86,34 +86,31 @@ class Worker:
         bus = runtime.db.bus
         self._cancel_sub = bus.subscribe(WAKE_CANCEL)
         name = f"worker[{','.join(self.queues)}]"
-        common = {
-            "error_backoff": s.loop_error_backoff_seconds,
-            "error_backoff_max": s.loop_error_backoff_max_seconds,
-            "clock": runtime.clock,
-        }
-        self.claim_loop = Loop(
+        self.claim_loop = Loop.configured(
             f"{name}.claim",
             self._claim_tick,
+            s,
             subscription=bus.subscribe(WAKE_JOBS),
             poll_interval=s.job_poll_interval_seconds,
             idle_ceiling=s.job_idle_poll_ceiling_seconds,
-            **common,  # type: ignore[arg-type]
+            clock=runtime.clock,
         )
-        self.beat_loop = Loop(
+        self.beat_loop = Loop.configured(
             f"{name}.heartbeat",
             self._beat_tick,
+            s,
             subscription=bus.subscribe(WAKE_CANCEL),
             poll_interval=s.job_heartbeat_interval_seconds,
             idle_ceiling=s.job_idle_poll_ceiling_seconds,
-            **common,  # type: ignore[arg-type]
+            clock=runtime.clock,
         )
-        self.settle_loop = Loop(
+        self.settle_loop = Loop.configured(
             f"{name}.settle",
             self._settle_tick,
-            subscription=None,
+            s,
             poll_interval=s.job_poll_interval_seconds,
             idle_ceiling=s.job_idle_poll_ceiling_seconds,
-            **common,  # type: ignore[arg-type]
+            clock=runtime.clock,
         )
 
     @property

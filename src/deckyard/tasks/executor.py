@@ -148,14 +148,12 @@ class TaskExecutor:
             await reconcile_once(self)
             return Tick(due_in=s.reconciliation_interval_seconds)
 
-        loop = Loop(
+        loop = Loop.configured(
             "reconciliation",
             tick,
-            subscription=None,
+            s,
             poll_interval=s.reconciliation_interval_seconds,
             idle_ceiling=s.reconciliation_interval_seconds,
-            error_backoff=s.loop_error_backoff_seconds,
-            error_backoff_max=max(s.loop_error_backoff_max_seconds, s.loop_error_backoff_seconds),
             clock=self.clock,
         )
         loop.start()

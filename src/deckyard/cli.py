@@ -59,6 +59,10 @@ def serve(
     disable_reconciliation_loop: Annotated[
         bool, typer.Option("--disable-reconciliation-loop", help="Never resume stale tasks.")
     ] = False,
+    renderers: Annotated[
+        int | None,
+        typer.Option(help="Renderer subprocesses to supervise (default 1; 0 for none)."),
+    ] = None,
 ) -> None:
     """Run the API server (and, in Lite, its background loops)."""
     from deckyard.server import run_server
@@ -72,6 +76,7 @@ def serve(
         migrate_on_start=False if no_migrate else None,
         reconciliation_interval_seconds=reconciliation_interval_seconds,
         reconciliation_enabled=False if disable_reconciliation_loop else None,
+        renderers=renderers,
     )
     run_server(settings)
 
@@ -173,7 +178,8 @@ def baseline(
             "p50 ms",
             "p95 ms",
             title=f"{r.name}: {r.seconds:.1f} s, database is locked: "
-            f"{r.locked_errors}, RSS {r.rss_bytes / 2**20:.0f} MiB",
+            f"{r.locked_errors}, RSS {r.rss_bytes / 2**20:.0f} MiB, with renderers (PSS) "
+            f"{r.tree_pss_bytes / 2**20:.0f} MiB",
         )
         for row in r.loops:
             table.add_row(
@@ -196,6 +202,46 @@ def doctor() -> None:
 
     settings = load_settings()
     raise typer.Exit(run_doctor(settings))
+
+
+@app.command()
+def render(
+    deck_dir: Annotated[Path, typer.Argument(help="The deck folder (deck.toml, pages/, assets/).")],
+    out: Annotated[Path, typer.Option("--out", help="Where to write the artefacts.")],
+    formats: Annotated[
+        str, typer.Option("--format", help="Comma-separated: png (pages), pdf, zip (site).")
+    ] = "png,pdf,zip",
+    database_url: Annotated[
+        str | None, typer.Option("--database", help="Database URL (default: SQLite in --out).")
+    ] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", help="Log what the server does.")] = False,
+) -> None:
+    """Validate, screenshot, build and export a deck with its own renderer.
+
+    Writes OUT/pages/NN-name.png, OUT/deck.pdf and OUT/site.zip. Exit 0 when every page
+    passed (warnings allowed), 1 on content failures, 3 when the renderer was unavailable.
+    """
+    from deckyard.render_cli import run_command
+
+    raise typer.Exit(run_command(deck_dir, out, formats, database_url, verbose))
+
+
+@app.command()
+def validate(
+    deck_dir: Annotated[Path, typer.Argument(help="The deck folder (deck.toml, pages/, assets/).")],
+    database_url: Annotated[
+        str | None, typer.Option("--database", help="Database URL (default: a temporary SQLite).")
+    ] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", help="Log what the server does.")] = False,
+) -> None:
+    """Validate every page of a deck (compile and render check); writes no artefacts.
+
+    Exit 0 when every page passed (warnings allowed), 1 on content failures, 3 when the
+    renderer was unavailable and nothing could be verified.
+    """
+    from deckyard.render_cli import run_command
+
+    raise typer.Exit(run_command(deck_dir, None, "", database_url, verbose))
 
 
 def _register_subcommands() -> None:

@@ -139,7 +139,11 @@ def test_sigkill_serve_mid_batch_then_every_job_completes_once(
             ]
             assert types.count("succeeded") == 1, (job_id, types)
             art = client.get(f"/v1/jobs/{job_id}/artifact", headers=headers)
-            assert art.status_code == 200, (job_id, art.text, client.get(f"/v1/jobs/{job_id}", headers=headers).json())
+            assert art.status_code == 200, (
+                job_id,
+                art.text,
+                client.get(f"/v1/jobs/{job_id}", headers=headers).json(),
+            )
             assert art.content[:8] == b"\x89PNG\r\n\x1a\n"
     family = tree(second.proc.pid)
     second.stop()

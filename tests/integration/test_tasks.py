@@ -51,8 +51,11 @@ def make(db: Database, **over: Any) -> tuple[Runtime, TaskExecutor, dict[str, in
 
     async def add_up(ctx: StageContext) -> list[EnqueueSpec]:
         values = ctx.state["results"]["double"]["results"]
-        return [EnqueueSpec("total", {"values": values, "fail": ctx.params.get("fail", False)},
-                            max_attempts=1)]
+        return [
+            EnqueueSpec(
+                "total", {"values": values, "fail": ctx.params.get("fail", False)}, max_attempts=1
+            )
+        ]
 
     ex.register(TaskKind("sum-of-doubles", [Stage("double", doubles), Stage("total", add_up)]))
     rt.worker(["t"])
@@ -91,17 +94,35 @@ async def test_a_failed_stage_fails_the_task(db: Database) -> None:
     assert row["status"] == "failed" and row["error_code"] == "HANDLER_ERROR"
 
 
-async def _insert_task(db: Database, age: float, status: str = "running", events: list[float] = ()) -> int:  # type: ignore[assignment]
+async def _insert_task(
+    db: Database, age: float, status: str = "running", events: tuple[float, ...] = ()
+) -> int:
     rt = Runtime(db, settings=fast_settings(), migrate=False)
     now = rt.clock.now()
     async with db.write_transaction() as conn:
-        task_id = int((await conn.execute(insert(tasks).values(
-            kind="sum-of-doubles", status=status, stage=0, params={"xs": [5]}, state={},
-            created_at=now - timedelta(seconds=age), updated_at=now,
-        ).returning(tasks.c.id))).scalar_one())
+        task_id = int(
+            (
+                await conn.execute(
+                    insert(tasks)
+                    .values(
+                        kind="sum-of-doubles",
+                        status=status,
+                        stage=0,
+                        params={"xs": [5]},
+                        state={},
+                        created_at=now - timedelta(seconds=age),
+                        updated_at=now,
+                    )
+                    .returning(tasks.c.id)
+                )
+            ).scalar_one()
+        )
         for ev_age in events:
-            await conn.execute(insert(task_events).values(
-                task_id=task_id, type="x", created_at=now - timedelta(seconds=ev_age)))
+            await conn.execute(
+                insert(task_events).values(
+                    task_id=task_id, type="x", created_at=now - timedelta(seconds=ev_age)
+                )
+            )
     return task_id
 
 
@@ -117,14 +138,14 @@ async def test_finds_task_with_no_activity_at_all(db: Database) -> None:
 
 async def test_excludes_task_with_recent_event(db: Database) -> None:
     _, ex, _ = make(db)
-    await _insert_task(db, age=3600, events=[10])
+    await _insert_task(db, age=3600, events=(10,))
     assert await find_stale_resumable_tasks(db, THRESHOLDS, ex.clock.now()) == []
 
 
 async def test_uses_most_recent_event_not_earliest(db: Database) -> None:
     _, ex, _ = make(db)
-    recent = await _insert_task(db, age=7200, events=[7000, 5])
-    old = await _insert_task(db, age=7200, events=[7000, 3000])
+    recent = await _insert_task(db, age=7200, events=(7000, 5))
+    old = await _insert_task(db, age=7200, events=(7000, 3000))
     found = await find_stale_resumable_tasks(db, THRESHOLDS, ex.clock.now())
     assert found == [old]
     assert recent not in found
@@ -142,7 +163,7 @@ async def test_thresholds_are_per_status_and_in_flight_is_excluded(db: Database)
 async def test_one_dispatch_failure_does_not_block_others(
     db: Database, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    rt, ex, runs = make(db)
+    rt, ex, _runs = make(db)
     first = await _insert_task(db, age=3600)
     second = await _insert_task(db, age=3600)
     assert ex.try_claim(first)  # a manual start won the race after the scan

@@ -9,17 +9,24 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from deckyard import __version__
+from deckyard.api.dashboard import router as dashboard_router
+from deckyard.api.decks import router as decks_router
 from deckyard.api.errors import install_error_handlers
 from deckyard.api.health import router as health_router
 from deckyard.api.idempotency import IdempotencyMiddleware
 from deckyard.api.jobs import router as jobs_router
 from deckyard.api.maintenance import ApiMaintenance
 from deckyard.api.metrics import router as metrics_router
+from deckyard.api.render import router as render_router
 from deckyard.api.tasks import router as tasks_router
+from deckyard.api.validate import router as validate_router
 from deckyard.config import Settings
 from deckyard.db import Database
 from deckyard.db.migrate import upgrade
+from deckyard.decks.service import DeckService
+from deckyard.decks.service_model import DECK_QUEUE
 from deckyard.jobs import Runtime
+from deckyard.render.control.service import RenderService
 from deckyard.tasks import TaskExecutor
 
 log = logging.getLogger(__name__)
@@ -35,18 +42,25 @@ def create_app(settings: Settings) -> FastAPI:
             await upgrade(db)
         runtime = Runtime(db, settings=settings, migrate=False)
         executor = TaskExecutor(db, runtime, settings)
-        runtime.worker()
+        render = RenderService(
+            db, runtime, settings, supervise=None if settings.background_loops else False
+        )
+        app.state.decks = DeckService(db, runtime, render, executor, settings)
+        runtime.worker(sorted({h.queue for h in runtime.handlers.values()} - {DECK_QUEUE}))
+        runtime.worker([DECK_QUEUE], concurrency=settings.deck_job_concurrency)
         app.state.db = db
         app.state.settings = settings
         app.state.runtime = runtime
         app.state.tasks = executor
+        app.state.render = render
         maintenance = ApiMaintenance(db, settings)
-        app.state.loop_owners = [runtime, executor, maintenance]
+        app.state.loop_owners = [runtime, executor, maintenance, render]
         app.state.metric_sources = []
         await runtime.start(run_loops=settings.background_loops)
         await executor.start(run_loops=settings.background_loops)
         if settings.background_loops:
             maintenance.start()
+            await render.start()
         log.info(
             "deckyard %s ready on %s; loops: %s",
             __version__,
@@ -56,6 +70,7 @@ def create_app(settings: Settings) -> FastAPI:
         try:
             yield
         finally:
+            await render.stop()
             await maintenance.stop()
             await executor.stop()
             await runtime.stop()
@@ -75,6 +90,10 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(metrics_router)
     app.include_router(jobs_router)
     app.include_router(tasks_router)
+    app.include_router(render_router)
+    app.include_router(decks_router)
+    app.include_router(validate_router)
+    app.include_router(dashboard_router)
     return app
 
 

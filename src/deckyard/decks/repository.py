@@ -73,7 +73,8 @@ async def deck_insert(
 ) -> int:
     """Store a new deck: its manifest, assets, pages and a first version of each page.
 
-    `compiled` maps page name to (self-contained document, sha256).
+    `compiled` maps page name to (self-contained document, sha256); a page missing from it did
+    not compile and is stored with its source only.
     """
     deck_id = int(
         (
@@ -118,7 +119,7 @@ async def deck_insert(
                 )
             ).scalar_one()
         )
-        doc, digest = compiled[page.name]
+        doc, digest = compiled.get(page.name, (None, None))
         await page_version_insert(conn, page_id, page.kind.value, page.text, doc, digest, now)
     return deck_id
 
@@ -134,22 +135,23 @@ async def page_version_insert(
     *,
     validation: Any = None,
     skipped: bool = False,
+    number: int | None = None,
 ) -> int:
-    """Add the next version of a page and make it current; returns the version id."""
-    number: int = (
-        await conn.execute(
-            select(func.coalesce(func.max(page_versions.c.number), 0)).where(
-                page_versions.c.page_id == page_id
-            )
-        )
-    ).scalar_one()
+    """Add a version of a page and make it current; returns the version id.
+
+    Without `number` it is the next one. With `number` (what the writer saw as next) a
+    concurrent write that took that number first makes the insert fail on the unique
+    `(page_id, number)` constraint instead of silently stacking on top of it.
+    """
+    if number is None:
+        number = await page_version_next_number(conn, page_id)
     version_id = int(
         (
             await conn.execute(
                 insert(page_versions)
                 .values(
                     page_id=page_id,
-                    number=int(number) + 1,
+                    number=number,
                     kind=kind,
                     source=source,
                     compiled=compiled,
@@ -166,6 +168,46 @@ async def page_version_insert(
         update(pages).where(pages.c.id == page_id).values(current_version_id=version_id)
     )
     return version_id
+
+
+async def page_version_next_number(conn: AsyncConnection, page_id: int) -> int:
+    """The number the next version of a page would get."""
+    value: int = (
+        await conn.execute(
+            select(func.coalesce(func.max(page_versions.c.number), 0)).where(
+                page_versions.c.page_id == page_id
+            )
+        )
+    ).scalar_one()
+    return int(value) + 1
+
+
+async def page_version_get(
+    conn: AsyncConnection, version_id: int, deck_id: int
+) -> PageVersionRow | None:
+    """One version of a page of `deck_id`, or None."""
+    row = (
+        await conn.execute(
+            select(*_VERSION_COLS)
+            .select_from(page_versions.join(pages, pages.c.id == page_versions.c.page_id))
+            .where(page_versions.c.id == version_id, pages.c.deck_id == deck_id)
+        )
+    ).first()
+    return PageVersionRow(**row._asdict()) if row else None
+
+
+async def page_version_by_number(
+    conn: AsyncConnection, page_id: int, number: int
+) -> PageVersionRow | None:
+    """The version `number` of a page, or None."""
+    row = (
+        await conn.execute(
+            select(*_VERSION_COLS)
+            .select_from(page_versions.join(pages, pages.c.id == page_versions.c.page_id))
+            .where(page_versions.c.page_id == page_id, page_versions.c.number == number)
+        )
+    ).first()
+    return PageVersionRow(**row._asdict()) if row else None
 
 
 async def deck_touch(conn: AsyncConnection, deck_id: int, now: datetime) -> None:

@@ -1,0 +1,281 @@
+"""Deck routes: create (JSON or ZIP), list, get, pages and versions, the edit gate, and jobs.
+
+Every deck is scoped to the caller's workspace; another workspace's deck is 404.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Depends, Query, Request
+from fastapi.responses import JSONResponse
+
+from deckyard.api.auth import Principal, current_principal
+from deckyard.api.errors import ApiError
+from deckyard.api.jobs import JobOut
+from deckyard.decks.errors import DeckSourceError
+from deckyard.decks.model import DeckSource
+from deckyard.decks.repository import DeckRow, PageVersionRow
+from deckyard.decks.service import DeckService
+from deckyard.decks.service_model import PUBLISH_TASK
+from deckyard.decks.source import DeckJson, load_deck_json, load_deck_zip
+from deckyard.decks.validation_model import ValidationStatus
+from deckyard.decks.views import (
+    DeckCreatedOut,
+    DeckOut,
+    DeckSummary,
+    PageEdit,
+    PageEditOut,
+    PageOut,
+    PageVersionOut,
+    ProblemOut,
+    ScreenshotConfig,
+    TaskRef,
+)
+from deckyard.jobs import Job, JobStatus
+
+router = APIRouter(prefix="/v1/decks", tags=["decks"])
+Caller = Annotated[Principal, Depends(current_principal)]
+ZIP_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/zip": {"schema": {"type": "string", "format": "binary"}}},
+    }
+}
+JSON_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {
+                "schema": DeckJson.model_json_schema(),
+                "example": {
+                    "manifest": {"title": "Hello", "slide": {"width": 1920, "height": 1080}},
+                    "pages": [{"name": "01-hello", "kind": "md", "text": "# Hello"}],
+                },
+            }
+        },
+    }
+}
+
+
+def deck_service(request: Request) -> DeckService:
+    """The app's deck service."""
+    service: DeckService = request.app.state.decks
+    return service
+
+
+def source_refused(exc: DeckSourceError) -> ApiError:
+    """The 413/422 answer naming the field or file that was refused."""
+    return ApiError(
+        exc.http_status,
+        str(exc.code),
+        exc.message,
+        field=exc.field or exc.file,
+        extra={"file": exc.file},
+    )
+
+
+async def owned_deck(request: Request, principal: Principal, deck_id: int) -> DeckRow:
+    """The deck if it is in the caller's workspace; 404 otherwise."""
+    row = await deck_service(request).deck(principal.workspace_id, deck_id)
+    if row is None:
+        raise ApiError(404, "NOT_FOUND", f"no deck {deck_id}")
+    return row
+
+
+def page_of(deck: DeckRow, page: str) -> PageVersionRow:
+    """The current version of `page`; 404 when the deck has no such page."""
+    found = next((p for p in deck.pages if p.page_name == page), None)
+    if found is None:
+        raise ApiError(404, "NOT_FOUND", f"deck {deck.id} has no page {page!r}")
+    return found
+
+
+def accepted(job: Job) -> JSONResponse:
+    """202 with the job and its location."""
+    return JSONResponse(
+        JobOut.of(job).model_dump(mode="json"),
+        status_code=202,
+        headers={"Location": f"/v1/jobs/{job.id}"},
+    )
+
+
+async def _created(request: Request, principal: Principal, source: DeckSource) -> JSONResponse:
+    service = deck_service(request)
+    made = await service.create_deck(principal.workspace_id, source)
+    row = await owned_deck(request, principal, made.deck_id)
+    body = DeckCreatedOut(
+        **DeckOut.of(row).model_dump(), problems=[ProblemOut.of(p) for p in made.problems]
+    )
+    return JSONResponse(
+        body.model_dump(mode="json"), status_code=201, headers={"Location": f"/v1/decks/{row.id}"}
+    )
+
+
+@router.post("", status_code=201, response_model=DeckCreatedOut, openapi_extra=JSON_BODY)
+async def create_deck(request: Request, principal: Caller) -> JSONResponse:
+    """Create a deck from its JSON form (manifest, pages, base64 assets, theme CSS).
+
+    Pages that do not compile are stored and listed in `problems`; a refused body (unknown
+    field, wrong type, bad path, too large) stores nothing and names the field.
+    """
+    try:
+        source = load_deck_json(await request.body(), deck_service(request).limits)
+    except DeckSourceError as exc:
+        raise source_refused(exc) from None
+    return await _created(request, principal, source)
+
+
+@router.post("/zip", status_code=201, response_model=DeckCreatedOut, openapi_extra=ZIP_BODY)
+async def create_deck_zip(request: Request, principal: Caller) -> JSONResponse:
+    """Create a deck from a ZIP sent as the raw body (`Content-Type: application/zip`).
+
+    The archive holds `deck.toml`, `pages/` and `assets/` at its root or under one top folder.
+    Path escapes, absolute paths, symlinks, too many entries and zip bombs are refused (422,
+    or 413 for size) and nothing is stored.
+    """
+    try:
+        source = load_deck_zip(await request.body(), deck_service(request).limits)
+    except DeckSourceError as exc:
+        raise source_refused(exc) from None
+    return await _created(request, principal, source)
+
+
+@router.get("", response_model=list[DeckSummary])
+async def list_decks(
+    request: Request, principal: Caller, limit: Annotated[int, Query(ge=1, le=500)] = 100
+) -> list[DeckSummary]:
+    """The workspace's decks, newest first."""
+    rows = await deck_service(request).decks(principal.workspace_id, limit)
+    return [DeckSummary.model_validate(r._asdict()) for r in rows]
+
+
+@router.get("/{deck_id}", response_model=DeckOut)
+async def get_deck(request: Request, principal: Caller, deck_id: int) -> DeckOut:
+    """A deck with its pages' current versions."""
+    return DeckOut.of(await owned_deck(request, principal, deck_id))
+
+
+@router.get("/{deck_id}/pages/{page}", response_model=PageOut)
+async def get_page(request: Request, principal: Caller, deck_id: int, page: str) -> PageOut:
+    """A page's current version with its source and validation."""
+    return PageOut.of_source(page_of(await owned_deck(request, principal, deck_id), page))
+
+
+@router.get("/{deck_id}/pages/{page}/versions", response_model=list[PageVersionOut])
+async def list_versions(
+    request: Request, principal: Caller, deck_id: int, page: str
+) -> list[PageVersionOut]:
+    """Every version of a page, oldest first."""
+    versions = await deck_service(request).page_versions(principal.workspace_id, deck_id, page)
+    if versions is None:
+        raise ApiError(404, "NOT_FOUND", f"no page {page!r} in deck {deck_id}")
+    return [PageVersionOut.of(v) for v in versions]
+
+
+def _edit_refused(job: Job, validation: Any) -> ApiError:
+    extra: dict[str, Any] = {"job_id": job.id}
+    if validation is not None:
+        extra["validation"] = validation.model_dump(mode="json")
+    code = job.error_code or "VALIDATION_FAILED"
+    message = job.error_message or code
+    if validation is not None and validation.status is ValidationStatus.FAILED:
+        return ApiError(422, "VALIDATION_FAILED", message, extra=extra)
+    return ApiError(503, code, f"{message} No version was written; retry later.", extra=extra)
+
+
+@router.put(
+    "/{deck_id}/pages/{page}",
+    status_code=201,
+    response_model=PageEditOut,
+    responses={
+        202: {"model": JobOut, "description": "Still validating; follow the job."},
+        422: {"description": "Validation failed: no version written; `validation` says why."},
+        503: {"description": "The renderer was unavailable: not verified, no version written."},
+    },
+)
+async def edit_page(
+    request: Request, principal: Caller, deck_id: int, page: str, edit: Annotated[PageEdit, Body()]
+) -> JSONResponse:
+    """Save a page edit through the write gate: a new version only when validation passed."""
+    service = deck_service(request)
+    page_of(await owned_deck(request, principal, deck_id), page)
+    job = await service.edit_page(
+        principal.workspace_id,
+        deck_id,
+        page,
+        edit.source,
+        kind=edit.kind,
+        skip_visual_verification=edit.skip_visual_verification,
+    )
+    try:
+        done = await service.runtime.wait(job.id, timeout=service.settings.deck_api_wait_seconds)
+    except TimeoutError:
+        return accepted(job)
+    if done.status != JobStatus.SUCCEEDED or not isinstance(done.result, dict):
+        raise _edit_refused(done, await service.validation_of(done.id))
+    version = await service.page_version(
+        int(done.result["page_id"]), int(done.result["version_number"])
+    )
+    if version is None:
+        raise ApiError(500, "VERSION_MISSING", f"job {done.id} succeeded but wrote no version")
+    body = PageEditOut(job_id=done.id, version=PageVersionOut.of(version))
+    return JSONResponse(body.model_dump(mode="json"), status_code=201)
+
+
+@router.post("/{deck_id}/pages/{page}/validate", status_code=202, response_model=JobOut)
+async def validate_page(
+    request: Request, principal: Caller, deck_id: int, page: str
+) -> JSONResponse:
+    """Validate a page's current version as a job (`page.validate`)."""
+    page_of(await owned_deck(request, principal, deck_id), page)
+    return accepted(
+        await deck_service(request).validate_page(principal.workspace_id, deck_id, page)
+    )
+
+
+@router.post("/{deck_id}/pages/{page}/screenshot", status_code=202, response_model=JobOut)
+async def screenshot_page(
+    request: Request,
+    principal: Caller,
+    deck_id: int,
+    page: str,
+    config: Annotated[ScreenshotConfig | None, Body()] = None,
+) -> JSONResponse:
+    """Screenshot a page's current version at slide size; joins an active identical job.
+
+    On success the image becomes the version's `screenshot`; fetch it at
+    `/v1/jobs/{id}/artifact`.
+    """
+    current = page_of(await owned_deck(request, principal, deck_id), page)
+    cfg = (config or ScreenshotConfig()).model_dump(mode="json")
+    job = await deck_service(request).screenshot_page(
+        principal.workspace_id, deck_id, current.id, cfg
+    )
+    return accepted(job)
+
+
+@router.post("/{deck_id}/build", status_code=202, response_model=JobOut)
+async def build_deck(request: Request, principal: Caller, deck_id: int) -> JSONResponse:
+    """Build the static site ZIP as a job; its artefact is at `/v1/jobs/{id}/artifact`."""
+    await owned_deck(request, principal, deck_id)
+    return accepted(await deck_service(request).build(principal.workspace_id, deck_id))
+
+
+@router.post("/{deck_id}/export", status_code=202, response_model=JobOut)
+async def export_deck(request: Request, principal: Caller, deck_id: int) -> JSONResponse:
+    """Export the deck as one PDF (a page per slide, at slide size) as a job."""
+    await owned_deck(request, principal, deck_id)
+    return accepted(await deck_service(request).export(principal.workspace_id, deck_id))
+
+
+@router.post("/{deck_id}/publish", status_code=202, response_model=TaskRef)
+async def publish_deck(request: Request, principal: Caller, deck_id: int) -> JSONResponse:
+    """Publish as a task: validate every page, screenshot every page, build, export."""
+    await owned_deck(request, principal, deck_id)
+    task_id = await deck_service(request).publish(principal.workspace_id, deck_id)
+    return JSONResponse(
+        TaskRef(task_id=task_id, kind=PUBLISH_TASK).model_dump(),
+        status_code=202,
+        headers={"Location": f"/v1/tasks/{task_id}"},
+    )

@@ -1,0 +1,203 @@
+"""`DeckService`: stores decks and runs the deck jobs (validate, edit, screenshot, build, export).
+
+Construction registers the job handlers on the runtime (queue `decks`) and the `publish` task
+kind on the task executor; the API and `deckyard render` call the methods below.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from deckyard.clock import SYSTEM_CLOCK, Clock
+from deckyard.config import Settings
+from deckyard.db import Database
+from deckyard.decks.compile import compile_deck_report
+from deckyard.decks.deck_jobs import DeckJobs
+from deckyard.decks.errors import CompileProblem
+from deckyard.decks.limits import DeckLimits
+from deckyard.decks.model import DeckSource
+from deckyard.decks.page_check import PageValidator
+from deckyard.decks.render_check import RenderGateway
+from deckyard.decks.repository import (
+    DeckRow,
+    PageVersionRow,
+    deck_get,
+    deck_insert,
+    deck_list,
+    page_find,
+    page_version_by_number,
+    page_versions_list,
+)
+from deckyard.decks.service_jobs import PageJobs
+from deckyard.decks.service_model import (
+    DECK_QUEUE,
+    PUBLISH_TASK,
+    DeckEvent,
+    DeckJobKind,
+)
+from deckyard.decks.service_publish import publish_task
+from deckyard.decks.validation_model import ValidationResult
+from deckyard.jobs import Job, Runtime
+from deckyard.render.control.service import RenderService
+from deckyard.tasks import TaskExecutor
+
+
+@dataclass(frozen=True)
+class DeckCreated:
+    """A stored deck's id and the compile problems its pages have (stored all the same)."""
+
+    deck_id: int
+    problems: list[CompileProblem]
+
+
+class DeckService:
+    """The deck domain's entry point for the API and the CLI."""
+
+    def __init__(
+        self,
+        db: Database,
+        runtime: Runtime,
+        render: RenderService,
+        tasks: TaskExecutor,
+        settings: Settings,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        self.db = db
+        self.runtime = runtime
+        self.render = render
+        self.tasks = tasks
+        self.settings = settings
+        self.clock = clock
+        self.limits = DeckLimits.from_settings(settings)
+        self.gateway = RenderGateway(render, runtime)
+        self.validator = PageValidator(self.gateway, settings)
+        self.page_jobs = PageJobs(db, settings, clock, self.gateway, self.validator)
+        self.deck_jobs = DeckJobs(db, settings, render.store, self.gateway)
+        handlers = {
+            DeckJobKind.PAGE_VALIDATE: self.page_jobs.validate,
+            DeckJobKind.PAGE_EDIT: self.page_jobs.edit,
+            DeckJobKind.PAGE_SCREENSHOT: self.page_jobs.screenshot,
+            DeckJobKind.DECK_BUILD: self.deck_jobs.build,
+            DeckJobKind.DECK_EXPORT: self.deck_jobs.export,
+        }
+        for kind, fn in handlers.items():
+            runtime.handler(
+                kind.value,
+                queue=DECK_QUEUE,
+                max_attempts=1 if kind is DeckJobKind.PAGE_EDIT else settings.deck_job_max_attempts,
+                timeout=settings.deck_job_timeout_seconds,
+            )(fn)
+        tasks.register(publish_task(self))
+
+    # --- decks --------------------------------------------------------------------------------
+
+    async def create_deck(self, workspace_id: str, source: DeckSource) -> DeckCreated:
+        """Store a loaded deck with a first version of every page, compiled where it compiles."""
+        report = compile_deck_report(source, self.limits)
+        compiled = {p.name: (p.document, p.sha256) for p in report.pages}
+        async with self.db.write_transaction() as conn:
+            deck_id = await deck_insert(conn, workspace_id, source, compiled, self.clock.now())
+        return DeckCreated(deck_id, report.problems)
+
+    async def deck(self, workspace_id: str, deck_id: int) -> DeckRow | None:
+        """A deck of the workspace with its pages' current versions, or None."""
+        async with self.db.read_connection() as conn:
+            return await deck_get(conn, deck_id, workspace_id)
+
+    async def decks(self, workspace_id: str, limit: int) -> list[Any]:
+        """The workspace's decks, newest first."""
+        async with self.db.read_connection() as conn:
+            return await deck_list(conn, workspace_id, limit)
+
+    async def page_versions(
+        self, workspace_id: str, deck_id: int, page: str
+    ) -> list[PageVersionRow] | None:
+        """Every version of a page, oldest first; None when the deck or page is not there."""
+        async with self.db.read_connection() as conn:
+            if await deck_get(conn, deck_id, workspace_id) is None:
+                return None
+            page_id = await page_find(conn, deck_id, page)
+            return None if page_id is None else await page_versions_list(conn, page_id)
+
+    async def page_version(self, page_id: int, number: int) -> PageVersionRow | None:
+        """A page's version `number`."""
+        async with self.db.read_connection() as conn:
+            return await page_version_by_number(conn, page_id, number)
+
+    # --- jobs ---------------------------------------------------------------------------------
+
+    async def _enqueue(
+        self, kind: DeckJobKind, payload: dict[str, Any], workspace_id: str, dedupe: str | None
+    ) -> Job:
+        return await self.runtime.enqueue(
+            kind.value,
+            payload,
+            queue=DECK_QUEUE,
+            workspace_id=workspace_id,
+            dedupe_key=f"{kind.value}:{workspace_id}:{dedupe}" if dedupe else None,
+        )
+
+    async def validate_page(self, workspace_id: str, deck_id: int, page: str) -> Job:
+        """Enqueue `page.validate` for a page's current version."""
+        return await self._enqueue(
+            DeckJobKind.PAGE_VALIDATE, {"deck_id": deck_id, "page": page}, workspace_id, None
+        )
+
+    async def edit_page(
+        self,
+        workspace_id: str,
+        deck_id: int,
+        page: str,
+        source: str,
+        *,
+        kind: str | None = None,
+        skip_visual_verification: bool = False,
+    ) -> Job:
+        """Enqueue `page.edit`, the write gate."""
+        payload = {
+            "deck_id": deck_id,
+            "page": page,
+            "source": source,
+            "kind": kind,
+            "skip_visual_verification": skip_visual_verification,
+        }
+        return await self._enqueue(DeckJobKind.PAGE_EDIT, payload, workspace_id, None)
+
+    async def screenshot_page(
+        self, workspace_id: str, deck_id: int, version_id: int, config: dict[str, Any]
+    ) -> Job:
+        """Enqueue `page.screenshot`, or join the active one for this version and config."""
+        digest = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
+        payload = {"deck_id": deck_id, "version_id": version_id, "config": config}
+        return await self._enqueue(
+            DeckJobKind.PAGE_SCREENSHOT, payload, workspace_id, f"{version_id}:{digest}"
+        )
+
+    async def build(self, workspace_id: str, deck_id: int) -> Job:
+        """Enqueue `deck.build`."""
+        return await self._enqueue(DeckJobKind.DECK_BUILD, {"deck_id": deck_id}, workspace_id, None)
+
+    async def export(self, workspace_id: str, deck_id: int) -> Job:
+        """Enqueue `deck.export` (PDF)."""
+        return await self._enqueue(
+            DeckJobKind.DECK_EXPORT, {"deck_id": deck_id}, workspace_id, None
+        )
+
+    async def publish(self, workspace_id: str, deck_id: int) -> int:
+        """Create a `publish` task: validate, screenshot every page, build, export."""
+        return await self.tasks.create(
+            PUBLISH_TASK, {"deck_id": deck_id}, workspace_id=workspace_id
+        )
+
+    async def validation_of(self, job_id: int) -> ValidationResult | None:
+        """The validation result a page job reported in its events, if it got that far."""
+        found: ValidationResult | None = None
+        async for ev in self.runtime.events(job_id, follow=False):
+            if ev.type == DeckEvent.VALIDATION.value and isinstance(ev.data, dict):
+                data = {k: v for k, v in ev.data.items() if k not in ("page", "render_job_id")}
+                found = ValidationResult.model_validate(data)
+        return found

@@ -1,0 +1,48 @@
+"""Names shared by the deck service, its job handlers, the API and the CLI: kinds, codes, events."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+DECK_QUEUE = "decks"
+PUBLISH_TASK = "publish"
+
+
+class DeckJobKind(StrEnum):
+    """The durable job kinds of the deck domain."""
+
+    PAGE_VALIDATE = "page.validate"
+    PAGE_EDIT = "page.edit"
+    PAGE_SCREENSHOT = "page.screenshot"
+    DECK_BUILD = "deck.build"
+    DECK_EXPORT = "deck.export"
+
+
+class DeckJobErrorCode(StrEnum):
+    """Error codes deck jobs fail with when no validation or renderer code applies."""
+
+    DECK_NOT_FOUND = "DECK_NOT_FOUND"
+    PAGE_NOT_FOUND = "PAGE_NOT_FOUND"
+    VERSION_NOT_FOUND = "PAGE_VERSION_NOT_FOUND"
+    NOT_COMPILED = "PAGE_NOT_COMPILED"
+    DECK_COMPILE_FAILED = "DECK_COMPILE_FAILED"
+    SITE_INVALID = "DECK_SITE_INVALID"
+    EDIT_CONFLICT = "PAGE_EDIT_CONFLICT"
+
+
+class DeckEvent(StrEnum):
+    """Event types deck jobs emit (besides the runtime's own)."""
+
+    VALIDATION = "validation"
+    SKIPPED_VISUAL_VERIFICATION = "skipped_visual_verification"
+    RENDER_JOB = "render_job"
+    SITE_VERIFIED = "site_verified"
+
+
+class BrowserCheck(StrEnum):
+    """Whether a built site was loaded in a browser after building."""
+
+    NOT_PERFORMED = "not_performed"
+
+
+ZIP_MEDIA_TYPE = "application/zip"

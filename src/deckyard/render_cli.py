@@ -1,0 +1,311 @@
+"""`deckyard render` and `deckyard validate`: the whole deck pipeline in one process.
+
+The app's lifespan runs in process (database, job runtime, render control plane with one
+supervised renderer, deck service), on an embedded SQLite in the output folder unless a database
+URL is given. Pages go through the same durable jobs as the HTTP API: `page.validate`, then
+`page.screenshot`, `deck.build` and `deck.export`.
+
+Exit codes: 0 when every page passed (warnings allowed), 1 when a page or artefact failed for
+its content, 2 for usage errors, 3 when the renderer was unavailable (nothing was verified).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import tempfile
+import time
+from dataclasses import dataclass, field
+from enum import IntEnum
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from sqlalchemy import select
+
+from deckyard.api.app import create_app
+from deckyard.api.schema import workspaces
+from deckyard.config import Settings
+from deckyard.decks.errors import DeckSourceError
+from deckyard.decks.limits import DeckLimits
+from deckyard.decks.service import DeckService
+from deckyard.decks.source import load_deck_folder
+from deckyard.decks.validation_model import Severity, ValidationResult, ValidationStatus
+from deckyard.jobs import Job, JobStatus
+from deckyard.render.errors import ErrorKind, error_kind
+
+WORKSPACE = "local"
+FORMATS = ("png", "pdf", "zip")
+
+
+class ExitCode(IntEnum):
+    """What `deckyard render` and `deckyard validate` exit with."""
+
+    OK = 0
+    CONTENT = 1
+    USAGE = 2
+    UNAVAILABLE = 3
+
+
+@dataclass
+class PageRow:
+    """One page's line in the summary."""
+
+    name: str
+    status: str = "pending"
+    warnings: int = 0
+    seconds: float = 0.0
+    result: ValidationResult | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class RunReport:
+    """Everything the summary shows, and the exit code it implies."""
+
+    pages: list[PageRow]
+    files: list[Path] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    unavailable: bool = False
+
+    @property
+    def exit_code(self) -> ExitCode:
+        """1 on content failures, else 3 when the renderer was unavailable, else 0."""
+        if self.failures or any(p.status == ValidationStatus.FAILED for p in self.pages):
+            return ExitCode.CONTENT
+        if self.unavailable or any(p.status == ValidationStatus.UNAVAILABLE for p in self.pages):
+            return ExitCode.UNAVAILABLE
+        return ExitCode.OK
+
+
+def pipeline_settings(work: Path, database_url: str | None, **overrides: Any) -> Settings:
+    """Settings for an in-process run: data under `work`, one supervised renderer."""
+    return Settings.load(
+        data_dir=work,
+        database_url=database_url,
+        renderers=1,
+        migrate_on_start=True,
+        background_loops=True,
+        **overrides,
+    )
+
+
+def file_stem(index: int, name: str) -> str:
+    """`NN-name`, unless the page name already starts with a number."""
+    return name if re.match(r"^\d+[-_]", name) else f"{index + 1:02d}-{name}"
+
+
+def _where(d: Any) -> str:
+    parts = [d.page or ""]
+    if d.line is not None:
+        parts[0] += f":{d.line}"
+    if d.reference:
+        parts.append(f"reference {d.reference!r}")
+    return ", ".join(p for p in parts if p)
+
+
+def describe(result: ValidationResult) -> list[str]:
+    """Readable lines for a result's errors and warnings: where (page, line, reference), what."""
+    return [
+        f"{d.severity.value}: {_where(d)}: {d.message} [{d.code}]"
+        for d in result.diagnostics
+        if d.severity in (Severity.ERROR, Severity.WARNING) and d.source == "content"
+    ]
+
+
+async def _ensure_workspace(service: DeckService) -> None:
+    async with service.db.write_transaction() as conn:
+        found = await conn.execute(select(workspaces.c.id).where(workspaces.c.id == WORKSPACE))
+        if found.first() is None:
+            await conn.execute(
+                workspaces.insert().values(
+                    id=WORKSPACE, name=WORKSPACE, created_at=service.clock.now()
+                )
+            )
+
+
+async def _wait_for_renderer(service: DeckService) -> bool:
+    deadline = time.monotonic() + service.settings.render_renderer_start_timeout_seconds
+    while time.monotonic() < deadline:
+        if await service.gateway.renderer_live():
+            return True
+        await asyncio.sleep(service.settings.render_receipt_poll_seconds)
+    return False
+
+
+def _seconds(job: Job) -> float:
+    if job.started_at is None or job.finished_at is None:
+        return 0.0
+    return (job.finished_at - job.started_at).total_seconds()
+
+
+def _write(dest: Path, data: bytes) -> None:
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_bytes(data)
+
+
+class Pipeline:
+    """One run over a stored deck: validate, then the artefacts asked for."""
+
+    def __init__(self, service: DeckService, deck_id: int, progress: Progress) -> None:
+        self.service = service
+        self.deck_id = deck_id
+        self.progress = progress
+
+    async def validate(self, report: RunReport) -> None:
+        """Validate every page as `page.validate` jobs and fill in the report's rows."""
+        bar = self.progress.add_task("validating", total=len(report.pages))
+        jobs = [
+            await self.service.validate_page(WORKSPACE, self.deck_id, row.name)
+            for row in report.pages
+        ]
+
+        async def one(row: PageRow, job: Job) -> None:
+            done = await self.service.runtime.wait(job.id)
+            result = await self.service.validation_of(done.id)
+            row.seconds = _seconds(done)
+            if result is None:
+                row.status = ValidationStatus.FAILED
+                row.notes.append(f"error: {done.error_code}: {done.error_message}")
+            else:
+                row.result, row.status = result, result.status
+                row.warnings = result.stages.render.warnings
+                row.notes.extend(describe(result))
+                if result.status is ValidationStatus.UNAVAILABLE:
+                    row.notes.append(f"not verified: renderer unavailable ({result.error_code})")
+            self.progress.advance(bar)
+
+        await asyncio.gather(*(one(r, j) for r, j in zip(report.pages, jobs, strict=True)))
+
+    async def _artefact(self, job: Job, dest: Path, report: RunReport, what: str) -> None:
+        done = await self.service.runtime.wait(job.id)
+        if done.status != JobStatus.SUCCEEDED:
+            code = done.error_code or "FAILED"
+            if error_kind(code) is not ErrorKind.CONTENT and code.startswith("RENDER_"):
+                report.unavailable = True
+            report.failures.append(f"{what}: {code}: {done.error_message}")
+            return
+        found = await self.service.render.artifact_for_job(done.id)
+        if found is None:
+            report.failures.append(f"{what}: job {done.id} has no artefact")
+            return
+        await asyncio.to_thread(_write, dest, found[0])
+        report.files.append(dest)
+
+    async def artefacts(self, out: Path, formats: set[str], report: RunReport) -> None:
+        """Screenshots, the site ZIP and the PDF, written under `out`."""
+        deck = await self.service.deck(WORKSPACE, self.deck_id)
+        assert deck is not None
+        work: list[tuple[Job, Path, str]] = []
+        if "png" in formats:
+            for index, page in enumerate(deck.pages):
+                job = await self.service.screenshot_page(
+                    WORKSPACE, self.deck_id, page.id, {"format": "png", "scale": 1.0}
+                )
+                stem = file_stem(index, page.page_name)
+                work.append((job, out / "pages" / f"{stem}.png", f"screenshot {page.page_name}"))
+        if "zip" in formats:
+            work.append(
+                (await self.service.build(WORKSPACE, self.deck_id), out / "site.zip", "build")
+            )
+        if "pdf" in formats:
+            job = await self.service.export(WORKSPACE, self.deck_id)
+            work.append((job, out / "deck.pdf", "export"))
+        bar = self.progress.add_task("rendering", total=len(work))
+
+        async def one(job: Job, dest: Path, what: str) -> None:
+            await self._artefact(job, dest, report, what)
+            self.progress.advance(bar)
+
+        await asyncio.gather(*(one(*w) for w in work))
+
+
+async def run_pipeline(
+    deck_dir: Path,
+    out: Path | None,
+    formats: set[str],
+    database_url: str | None,
+    console: Console,
+) -> RunReport:
+    """Load, store and check the deck; with `out`, also write the artefacts in `formats`."""
+    with tempfile.TemporaryDirectory(prefix="deckyard-validate-") as tmp:
+        work = out / ".deckyard" if out is not None else Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        settings = pipeline_settings(work, database_url)
+        source = load_deck_folder(deck_dir, DeckLimits.from_settings(settings))
+        report = RunReport([PageRow(p.name) for p in source.pages])
+        app = create_app(settings)
+        with Progress(
+            TextColumn("{task.description:>11}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=False,
+        ) as progress:
+            starting = progress.add_task("renderer", total=1)
+            async with app.router.lifespan_context(app):
+                service: DeckService = app.state.decks
+                live = await _wait_for_renderer(service)
+                progress.update(starting, completed=1)
+                await _ensure_workspace(service)
+                created = await service.create_deck(WORKSPACE, source)
+                pipeline = Pipeline(service, created.deck_id, progress)
+                await pipeline.validate(report)
+                report.unavailable = not live
+                if out is not None and report.exit_code is not ExitCode.UNAVAILABLE:
+                    await pipeline.artefacts(out, formats, report)
+        return report
+
+
+def print_summary(report: RunReport, console: Console) -> None:
+    """The per-page table, then every problem with its location, then the files written."""
+    table = Table("page", "status", "warnings", "time", title="Deck check")
+    styles = {"passed": "green", "failed": "red", "unavailable": "yellow"}
+    for row in report.pages:
+        style = styles.get(str(row.status), "")
+        table.add_row(
+            row.name, f"[{style}]{row.status}[/]", str(row.warnings), f"{row.seconds:.1f} s"
+        )
+    console.print(table)
+    for row in report.pages:
+        for note in row.notes:
+            console.print(f"  {row.name}: {note}", markup=False)
+    for failure in report.failures:
+        console.print(f"  failed: {failure}", markup=False)
+    for path in report.files:
+        console.print(f"  wrote {path}", markup=False)
+    verdicts = {
+        ExitCode.OK: "every page passed",
+        ExitCode.CONTENT: "content problems found (exit 1)",
+        ExitCode.UNAVAILABLE: "NOT VERIFIED: the renderer was unavailable (exit 3); "
+        "check `deckyard doctor` and retry",
+    }
+    console.print(verdicts[report.exit_code], markup=False)
+
+
+def run_command(
+    deck_dir: Path, out: Path | None, formats: str, database_url: str | None, verbose: bool
+) -> int:
+    """Run the pipeline for the CLI and return its exit code."""
+    console = Console(highlight=False)
+    err = Console(stderr=True, highlight=False)
+    wanted = {f.strip() for f in formats.split(",") if f.strip()}
+    unknown = wanted - set(FORMATS)
+    if unknown:
+        err.print(
+            f"deckyard: unknown format(s) {', '.join(sorted(unknown))}; use {','.join(FORMATS)}"
+        )
+        return ExitCode.USAGE
+    logging.basicConfig(level=logging.INFO if verbose else logging.ERROR)
+    try:
+        report = asyncio.run(run_pipeline(deck_dir, out, wanted, database_url, console))
+    except DeckSourceError as exc:
+        where = exc.file or exc.field or str(deck_dir)
+        err.print(f"deckyard: {where}: {exc.message} [{exc.code}]", markup=False)
+        return ExitCode.CONTENT
+    print_summary(report, console)
+    return int(report.exit_code)

@@ -1,0 +1,83 @@
+"""`deckyard render` and `deckyard validate` as a user runs them: subprocesses, real renderer."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import struct
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from deckyard.config import Settings
+from deckyard.decks.build import verify_site_zip
+from deckyard.decks.limits import site_zip_limits
+from tests.e2e.conftest import DECKYARD, clean_env
+from tests.helpers.decks import EXAMPLE
+
+pytestmark = [pytest.mark.chromium, pytest.mark.processes]
+
+
+def run(
+    tmp_path: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*DECKYARD, *args],
+        env=clean_env(tmp_path, **(env or {})),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", data[16:24])
+    return width, height
+
+
+def test_render_example_deck(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    done = run(tmp_path, "render", str(EXAMPLE), "--out", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "every page passed" in done.stdout
+    assert "05-fine-print" in done.stdout and "RENDER_OVERFLOW" in done.stdout
+    pngs = sorted((out / "pages").glob("*.png"))
+    assert [p.stem for p in pngs] == sorted(p.stem for p in (EXAMPLE / "pages").iterdir())
+    assert all(png_size(p) == (1920, 1080) for p in pngs)
+    check = verify_site_zip((out / "site.zip").read_bytes(), site_zip_limits(Settings.load()))
+    assert check.page_count == 6
+    pdf = (out / "deck.pdf").read_bytes()
+    assert pdf[:5] == b"%PDF-"
+    assert len(re.findall(rb"/Type\s*/Page(?![s\w])", pdf)) == 6
+
+
+def test_validate_exit_codes(tmp_path: Path) -> None:
+    ok = run(tmp_path, "validate", str(EXAMPLE))
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+
+    broken = tmp_path / "broken"
+    shutil.copytree(EXAMPLE, broken)
+    (broken / "pages" / "02-agenda.md").write_text("# Agenda\n\n![chart](../assets/nope.png)\n")
+    bad = run(tmp_path, "validate", str(broken))
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert "02-agenda:3" in bad.stdout and "nope.png" in bad.stdout
+
+    # an honest outage: the only configured renderer does not answer
+    down = run(
+        tmp_path,
+        "validate",
+        str(EXAMPLE),
+        env={
+            "DECKYARD_RENDERER_URLS": '["http://127.0.0.1:9"]',
+            "DECKYARD_RENDERER_SECRET": "0123456789abcdef0123",
+            "DECKYARD_RENDER_RENDERER_START_TIMEOUT_SECONDS": "3",
+        },
+    )
+    assert down.returncode == 3, down.stdout + down.stderr
+    assert "NOT VERIFIED" in down.stdout
+    assert "every page passed" not in down.stdout

@@ -1,0 +1,97 @@
+"""The deck API with a real supervised renderer: warnings pass, content errors are refused.
+
+One renderer per database, shared by every check in the test, to keep the wall time modest.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+
+import pytest
+
+from deckyard.jobs import Runtime
+from tests.helpers.api import make_token, running_app
+from tests.helpers.decks import counts, folder_zip
+
+pytestmark = [pytest.mark.chromium, pytest.mark.processes]
+ZIP = {"content-type": "application/zip"}
+THROWS = '<h1>Thanks</h1><script>throw new Error("boom from the page")</script>'
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", data[16:24])
+    return width, height
+
+
+def pdf_pages(data: bytes) -> int:
+    assert data[:5] == b"%PDF-"
+    return len(re.findall(rb"/Type\s*/Page(?![s\w])", data))
+
+
+async def test_renderer_up(db_url: str) -> None:
+    async with running_app(db_url, renderers=1) as (app, client):
+        alice = await make_token(app, "alice")
+        rt: Runtime = app.state.runtime
+        made = await client.post("/v1/decks/zip", content=folder_zip(), headers={**alice, **ZIP})
+        deck_id = made.json()["id"]
+        base = f"/v1/decks/{deck_id}"
+
+        # a content warning (the example's overflow page) stays passed
+        job = await client.post(f"{base}/pages/05-fine-print/validate", headers=alice)
+        done = await rt.wait(job.json()["id"], timeout=120)
+        assert done.status == "succeeded", (done.error_code, done.error_message)
+        validation = done.result["validation"]
+        assert validation["status"] == "passed" and validation["success"] is True
+        assert validation["stages"]["render"]["status"] == "warning"
+        assert any(d["code"] == "RENDER_OVERFLOW" for d in validation["diagnostics"])
+        page = (await client.get(f"{base}/pages/05-fine-print", headers=alice)).json()
+        assert page["validation"]["status"] == "passed"
+
+        # a content error (a script that throws) is failed and the edit is refused with 422
+        before = await counts(app)
+        put = await client.put(f"{base}/pages/06-thanks", json={"source": THROWS}, headers=alice)
+        assert put.status_code == 422, put.text
+        refused = put.json()["error"]["validation"]
+        assert refused["status"] == "failed" and refused["success"] is False
+        assert refused["stages"]["render"]["status"] == "failed"
+        assert any("boom from the page" in d["message"] for d in refused["diagnostics"])
+        assert await counts(app) == before
+        checked = await client.post(
+            "/v1/validate", json={"kind": "html", "source": THROWS}, headers=alice
+        )
+        assert checked.status_code == 200
+        assert checked.json()["valid"] is False and checked.json()["status"] == "failed"
+        fine = await client.post(
+            "/v1/validate", json={"kind": "md", "source": "# Fine"}, headers=alice
+        )
+        assert fine.json()["valid"] is True and fine.json()["status"] == "passed"
+
+        # a passing edit writes version 2
+        put = await client.put(
+            f"{base}/pages/06-thanks", json={"source": "<h1>Thank you</h1>"}, headers=alice
+        )
+        assert put.status_code == 201, put.text
+        assert put.json()["version"]["number"] == 2
+        assert put.json()["version"]["skipped_visual_verification"] is False
+
+        # a page screenshot: deduped while active, pointer set at the finish
+        shot = await client.post(f"{base}/pages/06-thanks/screenshot", headers=alice)
+        again = await client.post(f"{base}/pages/06-thanks/screenshot", headers=alice)
+        assert shot.json()["id"] == again.json()["id"]
+        done = await rt.wait(shot.json()["id"], timeout=120)
+        assert done.status == "succeeded", (done.error_code, done.error_message)
+        art = await client.get(f"/v1/jobs/{done.id}/artifact", headers=alice)
+        assert png_size(art.content) == (1920, 1080)
+        page = (await client.get(f"{base}/pages/06-thanks", headers=alice)).json()
+        assert page["screenshot"]["job_id"] == done.id
+        assert page["screenshot"]["sha256"] == done.result["sha256"]
+
+        # PDF export: one page per slide
+        export = await client.post(f"{base}/export", headers=alice)
+        done = await rt.wait(export.json()["id"], timeout=180)
+        assert done.status == "succeeded", (done.error_code, done.error_message)
+        pdf = await client.get(f"/v1/jobs/{done.id}/artifact", headers=alice)
+        assert pdf.headers["content-type"] == "application/pdf"
+        assert pdf_pages(pdf.content) == 6

@@ -145,6 +145,10 @@ def renderer(
 @app.command()
 def baseline(
     idle: Annotated[float, typer.Option("--idle", min=1, help="Seconds of idle window.")] = 60,
+    mixed: Annotated[
+        float,
+        typer.Option("--mixed", min=0, help="Then seconds of mixed load (edits, shots, builds)."),
+    ] = 0,
     database_url: Annotated[
         str | None, typer.Option("--database", help="Database URL (default: a fresh SQLite).")
     ] = None,
@@ -160,7 +164,9 @@ def baseline(
         settings = load_settings(
             database_url=database_url or f"sqlite:///{tmp}/baseline.db", data_dir=tmp
         )
-        reports = asyncio.run(run_baseline(settings, idle, None, 0))
+        from deckyard.baseline_load import mixed_load
+
+        reports = asyncio.run(run_baseline(settings, idle, mixed_load if mixed else None, mixed))
     if as_json:
         typer.echo(json.dumps(as_dict(reports), indent=2))
         return

@@ -258,7 +258,20 @@ async def result_commit(
         )
     )
     if held.rowcount != 1:
-        raise ResultRefused(f"attempt {attempt.attempt_key} no longer holds a valid lease")
+        current = (
+            await conn.execute(
+                select(A.c.status, A.c.active_occupancy, A.c.lease_expires_at).where(
+                    A.c.id == attempt.id
+                )
+            )
+        ).one()
+        if current.status == AttemptState.SUCCEEDED.value:
+            why = "its result was already committed"
+        elif not current.active_occupancy:
+            why = f"its slot was released ({current.status})"
+        else:
+            why = f"its lease expired at {current.lease_expires_at.isoformat()}"
+        raise ResultRefused(f"attempt {attempt.attempt_key}: {why}")
     done = await conn.execute(
         update(R)
         .where(

@@ -81,6 +81,9 @@ class ReceiptPoller:
         self.stats = ReceiptStats()
         self._unknown_since: dict[int, float] = {}
         self._fetching: dict[int, asyncio.Task[bool]] = {}
+        self._fetched_ids: set[int] = set()
+        """Attempts whose result is committed; a poll that read the attempt list before that
+        commit must not download it again (a failed download stays eligible for a retry)."""
 
     def _source(self, attempt: RenderAttempt) -> WorkerSource | None:
         name = self.worker_names.get(attempt.worker_id)
@@ -104,6 +107,7 @@ class ReceiptPoller:
         live_ids = {a.id for a in active}
         for gone in set(self._unknown_since) - live_ids:
             del self._unknown_since[gone]
+        self._fetched_ids &= live_ids
         for attempts in by_worker.values():
             source = self._source(attempts[0])
             if source is not None:
@@ -251,7 +255,7 @@ class ReceiptPoller:
 
     def _start_fetch(self, attempt: RenderAttempt, receipt: Receipt, source: WorkerSource) -> None:
         running = self._fetching.get(attempt.id)
-        if running is not None and not running.done():
+        if attempt.id in self._fetched_ids or (running is not None and not running.done()):
             return
         task = asyncio.create_task(
             self.committer.fetch_and_commit(attempt, receipt, source),
@@ -263,6 +267,8 @@ class ReceiptPoller:
     def _fetched(self, attempt_id: int, task: asyncio.Task[bool]) -> None:
         if self._fetching.get(attempt_id) is task:
             del self._fetching[attempt_id]
+        if not task.cancelled() and task.exception() is None and task.result():
+            self._fetched_ids.add(attempt_id)
         if not task.cancelled() and task.exception() is not None:
             log.error("result commit failed", exc_info=task.exception())
 

@@ -26,9 +26,9 @@ from deckyard.api.errors import ApiError
 from deckyard.api.health import readyz
 from deckyard.api.jobs import JobOut, StatusName, owned_job, runtime_of
 from deckyard.api.tasks import TaskEventOut, executor_of, owned_task, task_out
-from deckyard.db.notify import Subscription
+from deckyard.db.notify import ANY_CHANNEL, Subscription
 from deckyard.jobs import Job
-from deckyard.jobs.queue import WAKE_EVENTS, WAKE_JOBS
+from deckyard.jobs.queue import WAKE_EVENTS
 from deckyard.tasks.schema import tasks
 
 HERE = Path(__file__).parent
@@ -217,7 +217,7 @@ async def job_rows(
     ids = {int(i) for i in watch.split(",") if i}
     seen: dict[int, tuple[Any, ...]] = {}
     filters = {k: v for k, v in (("status", status), ("queue", queue), ("kind", kind)) if v}
-    subs = [rt.db.bus.subscribe(WAKE_EVENTS), rt.db.bus.subscribe(WAKE_JOBS)]
+    subs = [rt.db.bus.subscribe(WAKE_EVENTS), rt.db.bus.subscribe(ANY_CHANNEL)]
     ends = time.monotonic() + STREAM_SECONDS
     try:
         while True:

@@ -3,12 +3,13 @@
 from deckyard.db.engine import Database, normalize_url, sqlite_file
 from deckyard.db.errors import is_connection_error, is_transient_write_conflict, is_unique_violation
 from deckyard.db.instrument import StatementCounter, current_loop
-from deckyard.db.notify import Subscription, WakeupBus
+from deckyard.db.notify import ANY_CHANNEL, Subscription, WakeupBus
 from deckyard.db.retry import WriteRetryPolicy, run_with_write_retry
 from deckyard.db.schema import metadata, partial_index
 from deckyard.db.types import JSONPayload, UTCDateTime
 
 __all__ = [
+    "ANY_CHANNEL",
     "Database",
     "JSONPayload",
     "StatementCounter",

@@ -12,19 +12,31 @@ import psycopg
 log = logging.getLogger(__name__)
 
 
-class Subscription:
-    """A subscriber's view of one channel: `wait()` returns once the channel was woken.
+ANY_CHANNEL = "*"
+"""Subscribe to this to be woken by every channel."""
 
-    A wake that arrives while the subscriber is busy is kept, so none is lost between waits.
+
+class Subscription:
+    """A subscriber's view of some channels: `wait()` returns once one of them was woken.
+
+    A wake that arrives while the subscriber is busy is kept, so none is lost between waits;
+    `take_hits()` says which channels woke it since it last asked.
     """
 
-    def __init__(self, bus: WakeupBus, channel: str) -> None:
+    def __init__(self, bus: WakeupBus, channels: tuple[str, ...]) -> None:
         self._bus = bus
-        self.channel = channel
+        self.channels = channels
         self._event = asyncio.Event()
+        self._hits: set[str] = set()
 
-    def _set(self) -> None:
+    def _set(self, channel: str) -> None:
+        self._hits.add(channel)
         self._event.set()
+
+    def take_hits(self) -> set[str]:
+        """The channels that woke this subscription since the last call."""
+        hits, self._hits = self._hits, set()
+        return hits
 
     async def wait(self, timeout: float | None) -> bool:
         """Wait up to `timeout` seconds for a wake; True when woken, False on timeout."""
@@ -45,7 +57,8 @@ class Subscription:
 
     def close(self) -> None:
         """Stop receiving wakes."""
-        self._bus._subs[self.channel].discard(self)
+        for channel in self.channels:
+            self._bus._subs[channel].discard(self)
 
 
 class WakeupBus:
@@ -54,22 +67,23 @@ class WakeupBus:
     def __init__(self) -> None:
         self._subs: defaultdict[str, set[Subscription]] = defaultdict(set)
 
-    def subscribe(self, channel: str) -> Subscription:
-        """A new subscription to `channel`."""
-        sub = Subscription(self, channel)
-        self._subs[channel].add(sub)
+    def subscribe(self, channel: str, *more: str) -> Subscription:
+        """A new subscription to one or more channels (`ANY_CHANNEL` for all of them)."""
+        sub = Subscription(self, (channel, *more))
+        for name in sub.channels:
+            self._subs[name].add(sub)
         return sub
 
     def wake(self, channel: str) -> None:
-        """Wake every subscriber of `channel`."""
-        for sub in self._subs.get(channel, ()):
-            sub._set()
+        """Wake every subscriber of `channel`, and those of `ANY_CHANNEL`."""
+        for sub in [*self._subs.get(channel, ()), *self._subs.get(ANY_CHANNEL, ())]:
+            sub._set(channel)
 
     def wake_all(self) -> None:
         """Wake every subscriber of every channel (after missing notifications, say)."""
-        for subs in self._subs.values():
-            for sub in subs:
-                sub._set()
+        for channel, subs in list(self._subs.items()):
+            for sub in list(subs):
+                sub._set(channel)
 
 
 class PgListener:

@@ -16,6 +16,14 @@ from deckyard.jobs.schema import ACTIVE_PREDICATE, job_events, jobs
 from deckyard.jobs.status import ACTIVE, EventType, JobErrorCode, JobStatus
 
 WAKE_JOBS = "jobs"
+"""General job wakeups (recovery, retries, hand-overs): workers look before they claim."""
+
+
+def wake_channel(queue: str) -> str:
+    """The wakeup channel of one queue: new work on it, so its workers may claim at once."""
+    return f"jobs:{queue}"
+
+
 WAKE_CANCEL = "jobs.cancel"
 WAKE_EVENTS = "jobs.events"
 _BULK_CHUNK = 1000
@@ -62,7 +70,7 @@ async def job_insert(
     """Insert a job; on an active dedupe hit return the existing job. Returns (job, created)."""
     if new.dedupe_key is None:
         row = (await conn.execute(insert(jobs).values(new.row(now)).returning(*JOB_COLUMNS))).one()
-        db.notify(conn, WAKE_JOBS)
+        db.notify(conn, wake_channel(new.queue))
         return Job.from_row(row), True
     stmt = (
         db.insert_ignoring_conflicts(
@@ -76,7 +84,7 @@ async def job_insert(
     for _ in range(5):
         inserted = (await conn.execute(stmt)).first()
         if inserted is not None:
-            db.notify(conn, WAKE_JOBS)
+            db.notify(conn, wake_channel(new.queue))
             return Job.from_row(inserted), True
         existing = (
             await conn.execute(
@@ -107,8 +115,8 @@ async def job_insert_many(
     for i, item in enumerate(items):
         if item.dedupe_key is not None:
             out[i], _ = await job_insert(db, conn, item, now)
-    if items:
-        db.notify(conn, WAKE_JOBS)
+    for queue in {item.queue for item in items}:
+        db.notify(conn, wake_channel(queue))
     return [job for job in out if job is not None]
 
 

@@ -30,7 +30,7 @@ from deckyard.jobs.lease import (
 )
 from deckyard.jobs.loop import ACTIVE, IDLE, MORE, Loop, Tick
 from deckyard.jobs.models import Job
-from deckyard.jobs.queue import WAKE_CANCEL, WAKE_JOBS, event_insert_many
+from deckyard.jobs.queue import WAKE_CANCEL, WAKE_JOBS, event_insert_many, wake_channel
 from deckyard.jobs.status import EventType, JobErrorCode, JobStatus
 
 if TYPE_CHECKING:
@@ -85,12 +85,14 @@ class Worker:
         s = runtime.settings
         bus = runtime.db.bus
         self._cancel_sub = bus.subscribe(WAKE_CANCEL)
+        self._queue_channels = {wake_channel(q) for q in self.queues}
+        self._jobs_sub = bus.subscribe(WAKE_JOBS, *sorted(self._queue_channels))
         name = f"worker[{','.join(self.queues)}]"
         self.claim_loop = Loop.configured(
             f"{name}.claim",
             self._claim_tick,
             s,
-            subscription=bus.subscribe(WAKE_JOBS),
+            subscription=self._jobs_sub,
             poll_interval=s.job_poll_interval_seconds,
             idle_ceiling=s.job_idle_poll_ceiling_seconds,
             clock=runtime.clock,
@@ -140,6 +142,7 @@ class Worker:
             await self._settle_tick()
         await self.beat_loop.stop()
         self._cancel_sub.close()
+        self._jobs_sub.close()
 
     def stop_job(self, job_id: int, reason: StopReason) -> None:
         """Cancel a running handler's task, remembering why."""
@@ -158,6 +161,8 @@ class Worker:
         free = self.concurrency - len(self.running)
         can_claim = not self._stopping and free > 0
         idle = IDLE
+        if self._jobs_sub.take_hits() & self._queue_channels:
+            self._maybe_more = True  # new work on our queues: claim without looking first
         if can_claim and not self._maybe_more:
             async with rt.db.read_connection() as conn:
                 due = await job_next_due(conn, self.queues)

@@ -3,11 +3,23 @@
 from __future__ import annotations
 
 import hashlib
+import json
+from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.drills.support import SECRET, DrillSite, RendererProcess, decode_png, ink, pixel
+from tests.drills.conftest import start_renderer, stop_renderer
+from tests.drills.support import (
+    SECRET,
+    DrillSite,
+    RendererProcess,
+    decode_png,
+    ink,
+    pixel,
+    processes,
+)
 
 pytestmark = pytest.mark.chromium
 
@@ -51,6 +63,27 @@ def test_device_scale_two_doubles_the_pixels(renderer: RendererProcess) -> None:
     assert image[:2] == (640, 400)
     assert pixel(image, 180, 120) == (255, 0, 0)
     assert pixel(image, 450, 110) == (0, 0, 255)
+
+
+def test_clip_selector_crops_to_the_element(renderer: RendererProcess) -> None:
+    page = """<html><body style="margin:0;background:#fff">
+    <div id="target" style="position:absolute;left:40px;top:30px;width:100px;height:60px;
+      box-sizing:border-box;border-left:10px solid rgb(255,0,0);background:rgb(0,128,0)"></div>
+    </body></html>"""
+    for scale in (1, 2):
+        response = render(
+            renderer, document=page, width=320, height=200, scale=scale, clip_selector="#target"
+        )
+        assert response.status_code == 200, response.text
+        image = decode_png(response.content)
+        assert image[:2] == (100 * scale, 60 * scale)
+        assert pixel(image, 0, 0) == (255, 0, 0)
+        assert pixel(image, 9 * scale, 59 * scale) == (255, 0, 0)
+        assert pixel(image, 10 * scale + 1, 0) == (0, 128, 0)
+        assert pixel(image, 100 * scale - 1, 60 * scale - 1) == (0, 128, 0)
+    missing = render(renderer, document=page, width=320, height=200, clip_selector="#nope")
+    assert missing.status_code == 422
+    assert missing.json()["error"] == "RENDER_SELECTOR_NOT_FOUND"
 
 
 def test_cjk_text_renders_real_glyphs_not_tofu(renderer: RendererProcess) -> None:
@@ -180,3 +213,94 @@ def test_unsigned_wrong_and_stale_requests_get_401(renderer: RendererProcess) ->
         assert "skew" in response.json()["message"]
     finally:
         plain.close()
+
+
+# Reports, through the console, every place a previous document could have left state in.
+READER = """<html><body><script>
+(async () => {
+  const permissions = {};
+  for (const name of ['geolocation', 'notifications', 'camera', 'microphone']) {
+    try { permissions[name] = (await navigator.permissions.query({name})).state; }
+    catch (e) { permissions[name] = 'unsupported'; }
+  }
+  const state = {
+    url: location.href, cookie: document.cookie, local: localStorage.length,
+    session: sessionStorage.length, databases: (await indexedDB.databases()).map((d) => d.name),
+    name: window.name, history: history.length, leftover: typeof window.leftover,
+    notification: Notification.permission, permissions,
+  };
+  console.error('STATE ' + JSON.stringify(state));
+  window.done = true;
+})();
+</script></body></html>"""
+
+# Leaves state everywhere it can, including from its own unload handler and a popup.
+WRITER = """<html><body><script>
+document.cookie = 'k=v; max-age=3600';
+localStorage.setItem('k', 'v');
+sessionStorage.setItem('k', 'v');
+window.name = 'secret';
+window.leftover = 1;
+history.pushState({}, '', '#moved');
+addEventListener('pagehide', () => localStorage.setItem('late', '1'));
+const popup = window.open('about:blank');
+if (popup) popup.document.write('<p>popup</p>');
+Notification.requestPermission();
+const open = indexedDB.open('leak', 1);
+open.onupgradeneeded = () => open.result.createObjectStore('s');
+open.onsuccess = () => {
+  const tx = open.result.transaction('s', 'readwrite');
+  tx.objectStore('s').put('v', 'k');
+  tx.oncomplete = () => { window.done = true; };
+};
+</script></body></html>"""
+
+
+@pytest.fixture(scope="module")
+def single_tab(site: DrillSite) -> Iterator[RendererProcess]:
+    """A renderer with one slot and no spare tab, so consecutive documents share one tab."""
+    process = start_renderer(site, slots=1, renderer_spare_tabs="0")
+    yield process
+    stop_renderer(process)
+
+
+def renderer_processes(renderer: RendererProcess) -> set[int]:
+    """Pids of Chromium renderer processes (one per live tab) under this renderer."""
+    table = processes()
+    found = set()
+    for pid in table:
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"--type=renderer" not in cmdline or b"--extension-process" in cmdline:
+            continue
+        cursor = pid
+        while cursor in table and cursor != renderer.proc.pid:
+            cursor = table[cursor][2]
+        if cursor == renderer.proc.pid:
+            found.add(pid)
+    return found
+
+
+def document_state(renderer: RendererProcess, attempt_id: str, document: str) -> str:
+    body = {"attempt_id": attempt_id, "document": document, "width": 200, "height": 100}
+    body["wait"] = {"expression": "window.done === true"}
+    assert renderer.client.post("/v1/attempts", json=body).status_code == 202
+    receipt = renderer.wait_terminal(attempt_id)
+    assert receipt["status"] == "succeeded", receipt
+    return " ".join(receipt["diagnostics"]["console_errors"])
+
+
+def test_reused_document_tab_is_reset_between_renders(single_tab: RendererProcess) -> None:
+    before = document_state(single_tab, "reuse-before", READER)
+    assert before.startswith("STATE "), before
+    fresh = json.loads(before.removeprefix("STATE "))
+    assert fresh["url"] == "http://document.deckyard.invalid/"
+    assert (fresh["cookie"], fresh["local"], fresh["databases"]) == ("", 0, [])
+    processes_before = renderer_processes(single_tab)
+    document_state(single_tab, "reuse-writer", WRITER)
+    after = document_state(single_tab, "reuse-after", READER)
+    # The same renderer process served all three renders: the tab was reused, not replaced.
+    assert renderer_processes(single_tab) == processes_before
+    assert after == before

@@ -1,9 +1,11 @@
 """The attempt registry: admission into slots, each attempt's lifecycle, cancel and receipts.
 
 An attempt takes a free slot at admission (no queue: a full renderer answers 429), runs under its
-own deadline, and always passes through `cleaning` (context and proxy closed, temp directory
-removed, slot freed) before its terminal status. Terminal attempts and their artefacts are kept
-for `renderer_artifact_ttl_seconds`, then swept; after that the renderer answers `unknown`.
+own deadline, and always passes through `cleaning` (temp directory removed, slot freed; a URL
+render's context and proxy closed; a document render's tab handed back for a background reset
+after a success, closed after anything else) before its terminal status. Terminal attempts and
+their artefacts are kept for `renderer_artifact_ttl_seconds`, then swept; after that the renderer
+answers `unknown`.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from playwright.async_api import Error as PlaywrightError
 from deckyard.clock import Clock
 from deckyard.config import Settings
 from deckyard.render.errors import RenderErrorCode, error_kind, is_retryable
-from deckyard.render.worker.capture import CaptureSession, CleanupTimeoutError, RenderFailure
+from deckyard.render.worker.capture import CaptureSession, RenderFailure
 from deckyard.render.worker.diagnostics import DiagnosticsCollector
 from deckyard.render.worker.models import (
     CONTENT_TYPES,
@@ -39,6 +41,8 @@ from deckyard.render.worker.models import (
 )
 from deckyard.render.worker.pool import BrowserHandle, BrowserPool
 from deckyard.render.worker.ssrf import UrlGuard
+from deckyard.render.worker.tab_pool import TabPool
+from deckyard.render.worker.tabs import CleanupTimeoutError, DocumentTab
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +88,7 @@ class AttemptRegistry:
         self,
         settings: Settings,
         pool: BrowserPool,
+        tabs: TabPool,
         guard: UrlGuard,
         root: Path,
         clock: Clock,
@@ -92,6 +97,7 @@ class AttemptRegistry:
     ) -> None:
         self._settings = settings
         self._pool = pool
+        self._tabs = tabs
         self._guard = guard
         self._clock = clock
         self._work_root = root / "attempts"
@@ -210,6 +216,7 @@ class AttemptRegistry:
             settings.renderer_diagnostics_max_items, settings.renderer_diagnostics_max_chars
         )
         handle: BrowserHandle | None = None
+        tab: DocumentTab | None = None
         session: CaptureSession | None = None
         data: bytes | None = None
         code: RenderErrorCode | None = None
@@ -221,7 +228,11 @@ class AttemptRegistry:
                 render.timeout_seconds or settings.renderer_default_timeout_seconds
             ):
                 handle = await self._pool.acquire()
-                session = CaptureSession(handle.browser, render, self._guard, settings, collector)
+                if render.document is not None:
+                    tab = await self._tabs.take(handle, render)
+                session = CaptureSession(
+                    handle.browser, render, self._guard, settings, collector, tab
+                )
                 await session.open()
                 data = await self._until_gone(session.capture(), handle)
         except TimeoutError:
@@ -256,7 +267,7 @@ class AttemptRegistry:
             except OSError as exc:
                 code, message = RenderErrorCode.INTERNAL_ERROR, f"cannot store artefact: {exc}"
         encode_ms = round((time.monotonic() - encode_start) * 1000, 1)
-        await self._cleanup(session, handle, workdir)
+        await self._cleanup(session, tab, handle, workdir, reusable=code is None)
         timings = session.timings if session is not None else None
         if timings is not None:
             timings.encode_ms = encode_ms
@@ -274,11 +285,21 @@ class AttemptRegistry:
         attempt.done.set()
 
     async def _cleanup(
-        self, session: CaptureSession | None, handle: BrowserHandle | None, workdir: Path
+        self,
+        session: CaptureSession | None,
+        tab: DocumentTab | None,
+        handle: BrowserHandle | None,
+        workdir: Path,
+        *,
+        reusable: bool,
     ) -> None:
         try:
             if session is not None:
                 await session.close()
+            if tab is not None and reusable:
+                self._tabs.give_back(tab)
+            elif tab is not None:
+                await self._tabs.discard(tab)
         except CleanupTimeoutError:
             if handle is not None:
                 log.warning("context of Chromium %d hung on close; killing it", handle.generation)

@@ -1,9 +1,10 @@
-"""One attempt's browser work: a fresh context behind its own proxy, navigate, settle, capture.
+"""One attempt's browser work: navigate or load, settle, capture, in a context of its own.
 
-A `CaptureSession` opens a new browser context per attempt (no cookies, storage, cache or
-permissions carried over), routes it through a per-attempt `EgressProxy`, and for document renders
-also aborts every request except the document itself. `close()` tears both down within
-`renderer_cleanup_timeout_seconds`; the caller kills the browser if that is exceeded.
+A URL render opens a fresh browser context (no cookies, storage, cache or permissions carried
+over) behind its own `EgressProxy`, which checks every request with the SSRF guard, and closes it
+afterwards (`close()` tears both down within `renderer_cleanup_timeout_seconds`; the caller kills
+the browser if that is exceeded). A document render runs in a `DocumentTab` handed in by the
+registry: a context with no network that is reset and verified between renders (`tabs.py`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import base64
 import time
 from typing import Any
 
-from playwright.async_api import Browser, BrowserContext, Page, Route, WebSocketRoute
+from playwright.async_api import Browser, BrowserContext, CDPSession, Page
 from playwright.async_api import Error as PlaywrightError
 
 from deckyard.config import Settings
@@ -22,10 +23,7 @@ from deckyard.render.worker.diagnostics import DiagnosticsCollector
 from deckyard.render.worker.models import RenderInput, Timings
 from deckyard.render.worker.proxy import BLOCKED_HEADER, EgressProxy
 from deckyard.render.worker.ssrf import UrlGuard
-
-DOCUMENT_URL = "http://document.deckyard.invalid/"
-DOCUMENT_HOST = "document.deckyard.invalid"
-_NO_NETWORK = "network access is disabled for document renders"
+from deckyard.render.worker.tabs import DocumentTab, close_context
 
 
 class RenderFailure(Exception):
@@ -37,16 +35,16 @@ class RenderFailure(Exception):
         self.message = message
 
 
-class CleanupTimeoutError(Exception):
-    """Closing the attempt's browser context took longer than allowed."""
-
-
 def _ms(start: float) -> float:
     return round((time.monotonic() - start) * 1000, 1)
 
 
 class CaptureSession:
-    """Renders one input in its own context; call `open`, `capture`, then always `close`."""
+    """Renders one input; call `open`, `capture`, then always `close`.
+
+    With a `tab` (document renders) the session borrows the tab's page; the registry gives the
+    tab back or discards it. Without one (URL renders) it owns a fresh context and proxy.
+    """
 
     def __init__(
         self,
@@ -55,21 +53,22 @@ class CaptureSession:
         guard: UrlGuard,
         settings: Settings,
         collector: DiagnosticsCollector,
+        tab: DocumentTab | None = None,
     ) -> None:
         self._browser = browser
         self._render = render
         self._settings = settings
         self._collector = collector
-        self._proxy = EgressProxy(
-            guard if render.url is not None else None,
-            collector.add_blocked,
-            quiet_hosts=frozenset() if render.url is not None else frozenset({DOCUMENT_HOST}),
-        )
+        self._tab = tab
+        self._proxy = EgressProxy(guard, collector.add_blocked, quiet_hosts=frozenset())
         self._context: BrowserContext | None = None
         self.timings = Timings()
 
     async def open(self) -> None:
-        """Start the proxy and create the context; document renders get a deny-all router."""
+        """Bind the document tab, or start the proxy and create a fresh context for a URL."""
+        if self._tab is not None:
+            self._tab.bind(self._collector)
+            return
         proxy_url = await self._proxy.start()
         render = self._render
         self._context = await self._browser.new_context(
@@ -79,38 +78,20 @@ class CaptureSession:
             service_workers="block",
             accept_downloads=False,
         )
-        if render.document is not None:
-            await self._context.route("**/*", self._route_document)
-            await self._context.route_web_socket("**/*", self._refuse_socket)
-
-    async def _route_document(self, route: Route) -> None:
-        request = route.request
-        try:
-            if request.url == DOCUMENT_URL and request.is_navigation_request():
-                await route.fulfill(
-                    body=self._render.document or "", content_type="text/html; charset=utf-8"
-                )
-            else:
-                self._collector.add_blocked(request.url, _NO_NETWORK)
-                await route.abort("blockedbyclient")
-        except PlaywrightError:
-            return
-
-    async def _refuse_socket(self, socket: WebSocketRoute) -> None:
-        self._collector.add_blocked(socket.url, _NO_NETWORK)
-        try:
-            await socket.close()
-        except PlaywrightError:
-            return
 
     async def capture(self) -> bytes:
         """Navigate, wait as asked, inspect and capture; raise `RenderFailure` on content errors."""
-        assert self._context is not None
         started = time.monotonic()
-        page = await self._context.new_page()
-        self._collector.attach(page)
-        await page.emulate_media(media=self._render.media)
-        await self._navigate(page)
+        if self._tab is not None:
+            page = self._tab.page
+            await self._tab.prepare(self._render)
+            await self._load(self._tab)
+        else:
+            assert self._context is not None
+            page = await self._context.new_page()
+            self._collector.attach(page)
+            await page.emulate_media(media=self._render.media)
+            await self._navigate(page)
         self.timings.navigate_ms = _ms(started)
         settle_start = time.monotonic()
         await self._settle(page)
@@ -120,11 +101,20 @@ class CaptureSession:
         self.timings.capture_ms = _ms(capture_start)
         return data
 
+    async def _load(self, tab: DocumentTab) -> None:
+        try:
+            await tab.load(self._render)
+        except PlaywrightError as exc:
+            if tab.page.is_closed():
+                raise
+            message = (exc.message or str(exc)).splitlines()[0]
+            raise RenderFailure(RenderErrorCode.NAVIGATION_FAILED, message) from None
+
     async def _navigate(self, page: Page) -> None:
         render = self._render
-        target = render.url if render.url is not None else DOCUMENT_URL
+        assert render.url is not None
         try:
-            response = await page.goto(target, wait_until=render.wait.until, timeout=0)
+            response = await page.goto(render.url, wait_until=render.wait.until, timeout=0)
         except PlaywrightError as exc:
             message = (exc.message or str(exc)).splitlines()[0]
             if self._proxy.blocked_hosts and "ERR_TUNNEL_CONNECTION_FAILED" in message:
@@ -152,8 +142,8 @@ class CaptureSession:
                     raise
                 message = (exc.message or str(exc)).splitlines()[0]
                 raise RenderFailure(RenderErrorCode.WAIT_FAILED, message) from None
-        await page.evaluate("document.fonts.ready.then(() => true)")
         if wait.delay_ms:
+            await page.evaluate("document.fonts.ready.then(() => true)")
             await asyncio.sleep(wait.delay_ms / 1000)
         await self._collector.inspect(page, self._settings.renderer_overflow_scan_limit)
         if self._render.fail_on_page_error and self._collector.page_errors:
@@ -200,9 +190,12 @@ class CaptureSession:
         )
 
     async def _webp(self, page: Page, clip: dict[str, float] | None) -> bytes:
-        assert self._context is not None
         render = self._render
-        cdp = await self._context.new_cdp_session(page)
+        if self._tab is not None:
+            cdp: CDPSession = self._tab.cdp
+        else:
+            assert self._context is not None
+            cdp = await self._context.new_cdp_session(page)
         if render.omit_background:
             transparent = {"color": {"r": 0, "g": 0, "b": 0, "a": 0}}
             await cdp.send("Emulation.setDefaultBackgroundColorOverride", transparent)
@@ -215,22 +208,21 @@ class CaptureSession:
             width = max(self._collector.document_width or 0, render.width)
             height = max(self._collector.document_height or 0, render.height)
             params["clip"] = {"x": 0, "y": 0, "width": width, "height": height, "scale": 1}
-        result = await cdp.send("Page.captureScreenshot", params)
+        try:
+            result = await cdp.send("Page.captureScreenshot", params)
+        finally:
+            if render.omit_background:
+                await cdp.send("Emulation.setDefaultBackgroundColorOverride")
         return base64.b64decode(result["data"])
 
     async def close(self) -> None:
-        """Close the context and the proxy; raise `CleanupTimeoutError` if the context hangs."""
-        timeout = self._settings.renderer_cleanup_timeout_seconds
+        """Unbind the tab, or close the context and the proxy (`CleanupTimeoutError` on a hang)."""
+        if self._tab is not None:
+            self._tab.unbind()
+            return
         context, self._context = self._context, None
         try:
             if context is not None:
-                task = asyncio.ensure_future(context.close())
-                try:
-                    await asyncio.wait_for(asyncio.shield(task), timeout)
-                except TimeoutError:
-                    task.cancel()
-                    raise CleanupTimeoutError(f"context did not close within {timeout}s") from None
-                except PlaywrightError:
-                    pass
+                await close_context(context, self._settings.renderer_cleanup_timeout_seconds)
         finally:
             await self._proxy.close()

@@ -2,7 +2,8 @@
 
 Listeners record console errors, uncaught exceptions and failed requests as they happen; the
 egress proxy and the document router report blocked requests; one script run after the page
-settles lists broken images, fonts that failed to load and elements overflowing the viewport.
+settles awaits `document.fonts.ready` and lists broken images, fonts that failed to load and
+elements overflowing the viewport (one round trip to the page instead of two).
 Every list is capped at `renderer_diagnostics_max_items` entries of at most
 `renderer_diagnostics_max_chars` characters, and `truncated` says when something was dropped.
 """
@@ -18,7 +19,8 @@ from deckyard.render.worker.models import Diagnostics, RequestProblem, Timings
 
 _BLOCKED_BY_US = "net::ERR_BLOCKED_BY_CLIENT"
 
-INSPECT_SCRIPT = """([scanLimit, maxItems]) => {
+INSPECT_SCRIPT = """async ([scanLimit, maxItems]) => {
+  await document.fonts.ready;
   const vw = window.innerWidth, vh = window.innerHeight;
   const doc = document.documentElement, body = document.body;
   const overflow = [];
@@ -87,17 +89,20 @@ class DiagnosticsCollector:
         if self._room(self.blocked):
             self.blocked.append(RequestProblem(url=self._cut(url), reason=self._cut(reason)))
 
-    def _on_console(self, message: ConsoleMessage) -> None:
+    def on_console(self, message: ConsoleMessage) -> None:
+        """Record a console error (not the ones our own request blocking causes)."""
         if message.type != "error" or _BLOCKED_BY_US in message.text:
             return
         if self._room(self.console_errors):
             self.console_errors.append(self._cut(message.text))
 
-    def _on_page_error(self, error: PlaywrightError) -> None:
+    def on_page_error(self, error: PlaywrightError) -> None:
+        """Record an uncaught exception in the page."""
         if self._room(self.page_errors):
             self.page_errors.append(self._cut(error.message or str(error)))
 
-    def _on_request_failed(self, request: Request) -> None:
+    def on_request_failed(self, request: Request) -> None:
+        """Record a request that failed (not the ones blocked by the renderer)."""
         failure = request.failure or "failed"
         if _BLOCKED_BY_US in failure or not self._room(self.failed):
             return
@@ -105,12 +110,12 @@ class DiagnosticsCollector:
 
     def attach(self, page: Page) -> None:
         """Start listening to the page's console, exceptions and failed requests."""
-        page.on("console", self._on_console)
-        page.on("pageerror", self._on_page_error)
-        page.on("requestfailed", self._on_request_failed)
+        page.on("console", self.on_console)
+        page.on("pageerror", self.on_page_error)
+        page.on("requestfailed", self.on_request_failed)
 
     async def inspect(self, page: Page, scan_limit: int) -> None:
-        """Run the settle-time script: broken images, failed fonts, overflow, document size."""
+        """Await `document.fonts.ready`, then list broken images, failed fonts, overflow, size."""
         found: dict[str, Any] = await page.evaluate(INSPECT_SCRIPT, [scan_limit, self._max_items])
         self.document_width = int(found["width"])
         self.document_height = int(found["height"])

@@ -17,6 +17,8 @@ from deckyard.config import Settings
 
 ATTEMPT_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 IMAGE_FORMATS = ("png", "jpeg", "webp", "pdf")
+DEFAULT_WIDTH = 1920
+DEFAULT_HEIGHT = 1080
 CONTENT_TYPES = {
     "png": "image/png",
     "jpeg": "image/jpeg",
@@ -60,8 +62,8 @@ class RenderInput(BaseModel):
 
     document: str | None = None
     url: str | None = Field(None, min_length=1, max_length=8192)
-    width: int = Field(1920, ge=1)
-    height: int = Field(1080, ge=1)
+    width: int = Field(DEFAULT_WIDTH, ge=1)
+    height: int = Field(DEFAULT_HEIGHT, ge=1)
     scale: float = Field(1.0, gt=0)
     full_page: bool = False
     clip_selector: str | None = Field(None, min_length=1, max_length=1000)

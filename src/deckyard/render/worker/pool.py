@@ -168,6 +168,13 @@ class BrowserPool:
         log.info("launched Chromium %s (generation %d)", self.version, self._generation)
         return BrowserHandle(browser, self._generation, tag, pgid)
 
+    def healthy(self) -> BrowserHandle | None:
+        """The current browser if it is connected and not retiring, else None."""
+        current = self._current
+        if current is None or current.gone.is_set() or current.retiring:
+            return None
+        return current
+
     async def acquire(self) -> BrowserHandle:
         """The browser to render on, launching a new one if the current one is gone or retiring."""
         async with self._lock:

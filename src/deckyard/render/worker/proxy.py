@@ -68,6 +68,10 @@ class EgressProxy:
             await self._handle(reader, writer)
         except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError):
             pass
+        except asyncio.CancelledError:
+            # Only `close()` cancels these tasks. Ending normally keeps Python 3.11's stream
+            # callback from calling `exception()` on a cancelled task and logging the error.
+            pass
         finally:
             self._tasks.discard(task)
             writer.close()

@@ -1,7 +1,8 @@
 """The renderer runtime: pool, attempt registry, signing, SSRF guard and the background loops.
 
-`start()` makes the process a child subreaper, launches the browser pool, and starts the artefact
-sweeper and the reaper (woken by SIGCHLD, with a periodic pass because signals coalesce).
+`start()` makes the process a child subreaper, launches the browser pool, opens the first
+document tabs, and starts the artefact sweeper and the reaper (woken by SIGCHLD, with a periodic
+pass because signals coalesce).
 `stop()` fails what is still running, closes every browser and reaps what is left.
 """
 
@@ -31,6 +32,7 @@ from deckyard.render.worker.processes import (
     tagged_pids,
 )
 from deckyard.render.worker.ssrf import UrlGuard
+from deckyard.render.worker.tab_pool import TabPool
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +63,9 @@ class RendererRuntime:
             settings.renderer_url_allow_hosts, settings.renderer_dns_timeout_seconds
         )
         self.pool = BrowserPool(settings, epoch, on_process_group)
+        self.tabs = TabPool(settings, self.pool)
         self.registry = AttemptRegistry(
-            settings, self.pool, self.guard, root, clock, worker_id, epoch
+            settings, self.pool, self.tabs, self.guard, root, clock, worker_id, epoch
         )
         self._protected: set[int] = set()
         self._loops: list[asyncio.Task[None]] = []
@@ -77,6 +80,7 @@ class RendererRuntime:
         self._protected = set(children_of(os.getpid()))
         await self.pool.start()
         self._protected |= self.pool.driver_pids
+        self.tabs.start()
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGCHLD, self.reap)
         self._loops = [
@@ -125,6 +129,7 @@ class RendererRuntime:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await self.registry.stop()
+        await self.tabs.stop()
         await self.pool.stop()
         with contextlib.suppress(RuntimeError, ValueError):
             asyncio.get_running_loop().remove_signal_handler(signal.SIGCHLD)

@@ -73,6 +73,12 @@ class Settings(BaseSettings):
     # --- job runtime -----------------------------------------------------------------------
     job_poll_interval_seconds: float = Field(0.25, gt=0)
     job_idle_poll_ceiling_seconds: float = Field(15.0, gt=0)
+    job_claim_idle_ceiling_seconds: float = Field(
+        60.0,
+        gt=0,
+        description="Idle safety-net poll of the claim loop; enqueues wake it anyway (in "
+        "process, or by NOTIFY with a wake-all after a reconnect).",
+    )
     job_lease_seconds: float = Field(30.0, gt=0)
     job_heartbeat_interval_seconds: float = Field(5.0, gt=0)
     job_default_max_attempts: int = Field(3, ge=1, le=1000)
@@ -136,7 +142,7 @@ class Settings(BaseSettings):
     renderer_urls: list[str] = Field(default_factory=list)
     renderers: int = Field(1, ge=0, le=16)
     render_lease_seconds: float = Field(15.0, gt=0)
-    render_receipt_poll_seconds: float = Field(0.5, gt=0)
+    render_receipt_poll_seconds: float = Field(0.1, gt=0)
     render_unknown_reconcile_after_seconds: float = Field(5.0, gt=0)
     render_attempt_timeout_seconds: float = Field(60.0, gt=0)
     render_request_deadline_seconds: float = Field(180.0, gt=0)
@@ -238,6 +244,11 @@ class Settings(BaseSettings):
         need(
             self.job_idle_poll_ceiling_seconds >= self.job_poll_interval_seconds,
             "job_idle_poll_ceiling_seconds",
+            "must be at least DECKYARD_JOB_POLL_INTERVAL_SECONDS",
+        )
+        need(
+            self.job_claim_idle_ceiling_seconds >= self.job_poll_interval_seconds,
+            "job_claim_idle_ceiling_seconds",
             "must be at least DECKYARD_JOB_POLL_INTERVAL_SECONDS",
         )
         need(

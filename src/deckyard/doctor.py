@@ -8,6 +8,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
+
 from deckyard.config import Settings
 
 FONT_PACKAGES = {
@@ -115,9 +117,73 @@ def check_database(settings: Settings) -> Check:
     return Check("database", True, f"reachable, migrations at head ({head})")
 
 
+def check_renderers(settings: Settings) -> list[Check]:
+    """Ask each configured renderer who it is (a signed call); in Lite, say what serve runs."""
+    if not settings.renderer_urls:
+        if settings.renderers == 0:
+            return [
+                Check(
+                    "renderers",
+                    False,
+                    "none: DECKYARD_RENDERERS=0 and no DECKYARD_RENDERER_URLS, so screenshots "
+                    "and validation will answer 'unavailable'",
+                    "set DECKYARD_RENDERERS=1 (Lite) or list renderers in DECKYARD_RENDERER_URLS",
+                )
+            ]
+        return [
+            Check(
+                "renderers",
+                True,
+                f"Lite: deckyard serve supervises {settings.renderers} local renderer(s)",
+            )
+        ]
+    if not settings.renderer_secret:
+        return [
+            Check(
+                "renderers",
+                False,
+                "DECKYARD_RENDERER_URLS is set but DECKYARD_RENDERER_SECRET is not",
+                "set DECKYARD_RENDERER_SECRET to the renderers' shared secret",
+            )
+        ]
+    from deckyard.render.signing import HmacAuth
+
+    checks = []
+    auth = HmacAuth(settings.renderer_secret)
+    for url in settings.renderer_urls:
+        name = f"renderer {url}"
+        try:
+            resp = httpx.get(f"{url.rstrip('/')}/v1/capabilities", auth=auth, timeout=5)
+        except httpx.HTTPError as exc:
+            checks.append(Check(name, False, f"unreachable: {exc}", "start it, or fix the URL"))
+            continue
+        if resp.status_code == 401:
+            checks.append(
+                Check(name, False, "refused our signature", "use the renderer's shared secret")
+            )
+        elif resp.status_code != 200:
+            checks.append(Check(name, False, f"answered {resp.status_code}", "see its log"))
+        else:
+            caps = resp.json()
+            checks.append(
+                Check(
+                    name,
+                    True,
+                    f"{caps.get('slots')} slot(s), epoch {caps.get('epoch')}, "
+                    f"{caps.get('browser_version', 'browser ?')}",
+                )
+            )
+    return checks
+
+
 def run_doctor(settings: Settings) -> int:
     """Print every check with what to do about problems; 0 when all fine, else 1."""
-    checks = [check_chromium(settings), *check_fonts(), check_database(settings)]
+    checks = [
+        check_chromium(settings),
+        *check_fonts(),
+        check_database(settings),
+        *check_renderers(settings),
+    ]
     for check in checks:
         mark = {True: "ok", False: "PROBLEM", None: "skipped"}[check.ok]
         print(f"{mark:8} {check.name}: {check.detail}")

@@ -16,7 +16,11 @@ pytestmark = pytest.mark.processes
 def test_idle_baseline_has_zero_writes(db_url: str, tmp_path: Path) -> None:
     result = subprocess.run(
         [*DECKYARD, "baseline", "--idle", "4", "--json", "--database", db_url],
-        env=clean_env(tmp_path, DECKYARD_JOB_IDLE_POLL_CEILING_SECONDS="0.5"),
+        env=clean_env(
+            tmp_path,
+            DECKYARD_JOB_IDLE_POLL_CEILING_SECONDS="0.5",
+            DECKYARD_JOB_CLAIM_IDLE_CEILING_SECONDS="0.5",
+        ),
         cwd=tmp_path,
         capture_output=True,
         text=True,

@@ -11,6 +11,7 @@ from deckyard.config import Settings
 FAST: dict[str, Any] = {
     "job_poll_interval_seconds": 0.05,
     "job_idle_poll_ceiling_seconds": 0.2,
+    "job_claim_idle_ceiling_seconds": 0.2,
     "job_lease_seconds": 1.5,
     "job_heartbeat_interval_seconds": 0.3,
     "job_retry_base_delay_seconds": 0.02,

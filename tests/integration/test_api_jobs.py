@@ -210,3 +210,47 @@ async def test_old_idempotency_records_are_pruned(db_url: str) -> None:
         async with db.read_connection() as conn:
             left = (await conn.execute(select(func.count()).select_from(idempotency_keys))).scalar()
         assert left == 1
+
+
+async def test_readyz_follows_the_database_going_and_coming_back(db_url: str) -> None:
+    import os
+    from pathlib import Path
+
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    from tests.conftest import PG_URL
+    from tests.helpers.runtime import eventually
+
+    async with running_app(db_url) as (_app, client):
+        assert (await client.get("/readyz")).status_code == 200
+        if db_url.startswith("sqlite"):
+            path = Path(make_url(db_url).database or "")
+            os.rename(path, path.with_suffix(".away"))
+            try:
+                gone = await client.get("/readyz")
+                assert gone.status_code == 503
+                assert "gone" in gone.json()["checks"]["database"]["error"]
+            finally:
+                os.rename(path.with_suffix(".away"), path)
+        else:
+            name = make_url(PG_URL).database
+            admin = make_url(PG_URL).set(database="postgres").render_as_string(False)
+            with psycopg.connect(admin, autocommit=True) as conn:
+                conn.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
+                try:
+                    conn.execute(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        "WHERE datname = %s AND pid <> pg_backend_pid()",
+                        (name,),
+                    )
+                    gone = await client.get("/readyz")
+                    assert gone.status_code == 503
+                    assert gone.json()["checks"]["database"]["ok"] is False
+                finally:
+                    conn.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
+
+        async def ready_again() -> bool:
+            return (await client.get("/readyz")).status_code == 200
+
+        await eventually(ready_again, timeout=20, every=0.2)

@@ -10,6 +10,8 @@ import struct
 
 import pytest
 
+from deckyard.decks.build import verify_site_zip
+from deckyard.decks.limits import site_zip_limits
 from deckyard.jobs import Runtime
 from tests.helpers.api import make_token, running_app
 from tests.helpers.decks import counts, folder_zip
@@ -95,3 +97,14 @@ async def test_renderer_up(db_url: str) -> None:
         pdf = await client.get(f"/v1/jobs/{done.id}/artifact", headers=alice)
         assert pdf.headers["content-type"] == "application/pdf"
         assert pdf_pages(pdf.content) == 6
+
+        # Build: a ZIP that extracts safely and loads in Chromium with zero failed requests
+        build = await client.post(f"{base}/build", headers=alice)
+        done = await rt.wait(build.json()["id"], timeout=180)
+        assert done.status == "succeeded", (done.error_code, done.error_message)
+        assert done.result["browser_check"] == "passed"
+        assert done.result["browser"]["failed_requests"] == 0
+        assert done.result["browser"]["files_served"] >= 7  # 6 pages and the manifest
+        site = await client.get(f"/v1/jobs/{done.id}/artifact", headers=alice)
+        assert site.headers["content-type"] == "application/zip"
+        assert verify_site_zip(site.content, site_zip_limits(app.state.settings)).page_count == 6

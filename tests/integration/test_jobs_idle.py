@@ -65,6 +65,7 @@ async def test_idle_runtime_writes_nothing(db_url: str, tmp_path: Path) -> None:
         instrument_sql=True,
         job_poll_interval_seconds=0.05,
         job_idle_poll_ceiling_seconds=0.05,
+        job_claim_idle_ceiling_seconds=0.05,
     )
     db = Database.from_settings(settings, url=db_url)
     rt = Runtime(db, settings=settings, migrate=False)
@@ -121,7 +122,11 @@ async def test_idle_window_is_silent_in_the_black_box(db_url: str) -> None:
     await upgrade(setup)
     await setup.dispose()
     await asyncio.sleep(0.6)
-    settings = fast_settings(job_poll_interval_seconds=0.05, job_idle_poll_ceiling_seconds=0.05)
+    settings = fast_settings(
+        job_poll_interval_seconds=0.05,
+        job_idle_poll_ceiling_seconds=0.05,
+        job_claim_idle_ceiling_seconds=0.05,
+    )
     rt = Runtime(db_url, settings=settings, migrate=False)
 
     @rt.handler("a", queue="alpha")

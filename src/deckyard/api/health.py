@@ -66,6 +66,20 @@ async def readyz(request: Request) -> JSONResponse:
         except Exception as exc:
             ready = False
             checks["queues"] = {"ok": False, "error": _first_line(exc)}
+    render = getattr(state, "render", None)
+    if render is not None:
+        store = render.store
+        checks["artifact_store"] = {"ok": True, "url": store.url, "ephemeral": store.ephemeral}
+        if checks["database"]["ok"]:
+            try:
+                workers = await render.workers()
+                checks["renderers"] = {
+                    "ok": True,
+                    "up": sum(1 for w in workers if w["state"] == "up"),
+                    "workers": workers,
+                }
+            except Exception as exc:
+                checks["renderers"] = {"ok": False, "error": _first_line(exc)}
     return JSONResponse(
         {"status": "ready" if ready else "not ready", "checks": checks},
         status_code=200 if ready else 503,

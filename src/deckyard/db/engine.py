@@ -287,7 +287,9 @@ class Database:
     async def check_writable(self) -> None:
         """Raise unless this process could write now; writes nothing itself."""
         if self._sqlite:
-            if self.file is not None and self.file.exists() and not os.access(self.file, os.W_OK):
+            if self.file is not None and not self.file.exists():
+                raise FileNotFoundError(f"the database file {self.file} is gone")
+            if self.file is not None and not os.access(self.file, os.W_OK):
                 raise PermissionError(f"{self.file} is not writable")
             async with self.engine.connect() as conn:
                 await conn.execution_options(**{_WRITE_OPTION: True})

@@ -7,13 +7,18 @@ Both store their output in the artefact store and name it in the job's result
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import io
+import json
+import zipfile
 from typing import Any
 
 from deckyard.config import Settings
 from deckyard.db import Database
+from deckyard.decks.build import INDEX as SITE_INDEX
 from deckyard.decks.build import build_site, verify_site_zip
-from deckyard.decks.compile import compile_deck, compile_print_document
+from deckyard.decks.compile import CompiledPage, compile_deck, compile_print_document
 from deckyard.decks.errors import CompileError, SiteVerificationError
 from deckyard.decks.limits import DeckLimits, site_zip_limits
 from deckyard.decks.render_check import RenderGateway
@@ -50,10 +55,11 @@ class DeckJobs:
         self.limits = DeckLimits.from_settings(settings)
 
     async def build(self, ctx: JobContext) -> dict[str, Any]:
-        """Compile every page, build the site ZIP, verify it by safe extraction, store it.
+        """Compile every page, build the site ZIP, verify it, store it.
 
-        Loading the site in a browser (`verify_site_in_browser`) is not done here yet; the
-        result says so in `browser_check`.
+        Verification is a safe extraction that checks the manifest's sizes and hashes, then
+        loading `index.html` in Chromium with the rest of the site as its only reachable files:
+        any failed or blocked request, page error or broken image fails the build.
         """
         workspace = workspace_of(ctx)
         deck_id = int(ctx.payload["deck_id"])
@@ -71,6 +77,8 @@ class DeckJobs:
             DeckEvent.SITE_VERIFIED,
             {"version": check.version, "page_count": check.page_count, "files": len(check.files)},
         )
+        browser = await self.verify_site_in_browser(ctx, data, pages[0], workspace)
+        await ctx.emit(DeckEvent.SITE_LOADED, browser)
         key = f"decks/{workspace}/{deck_id}/site-job-{ctx.id}.zip"
         await self.store.put(key, data)
         return {
@@ -82,7 +90,53 @@ class DeckJobs:
             "sha256": hashlib.sha256(data).hexdigest(),
             "site_version": check.version,
             "page_count": check.page_count,
-            "browser_check": BrowserCheck.NOT_PERFORMED.value,
+            "browser_check": BrowserCheck.PASSED.value,
+            "browser": browser,
+        }
+
+    async def verify_site_in_browser(
+        self, ctx: JobContext, site: bytes, first: CompiledPage, workspace: str
+    ) -> dict[str, Any]:
+        """Load the built site's index in Chromium; refuse the build unless nothing failed."""
+        with zipfile.ZipFile(io.BytesIO(site)) as archive:
+            files = {
+                info.filename: base64.b64encode(archive.read(info)).decode("ascii")
+                for info in archive.infolist()
+                if not info.is_dir()
+            }
+        index = base64.b64decode(files.pop(SITE_INDEX)).decode("utf-8")
+        spec = ScreenshotSpec.model_validate(
+            {
+                "html": index,
+                "files": files,
+                "width": first.width,
+                "height": first.height,
+                "wait": {"until": "load", "delay_ms": 300},
+            }
+        )
+        outcome = await self.gateway.run(
+            spec,
+            workspace_id=workspace,
+            parent_id=ctx.id,
+            timeout=self.settings.deck_job_timeout_seconds,
+        )
+        if outcome.error_code is not None:
+            raise refused(outcome.error_code, outcome.message or outcome.error_code)
+        diagnostics = (outcome.result or {}).get("diagnostics") or {}
+        problems = {
+            name: diagnostics.get(name) or []
+            for name in ("failed_requests", "blocked_requests", "page_errors", "broken_images")
+        }
+        found = {name: items for name, items in problems.items() if items}
+        if found:
+            raise refused(
+                DeckJobErrorCode.SITE_INVALID,
+                f"the built site did not load cleanly in Chromium: {json.dumps(found)[:1500]}",
+            )
+        return {
+            "failed_requests": 0,
+            "files_served": len(files),
+            "render_job": outcome.job.id if outcome.job else None,
         }
 
     async def export(self, ctx: JobContext) -> dict[str, Any]:

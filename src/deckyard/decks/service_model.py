@@ -37,12 +37,13 @@ class DeckEvent(StrEnum):
     SKIPPED_VISUAL_VERIFICATION = "skipped_visual_verification"
     RENDER_JOB = "render_job"
     SITE_VERIFIED = "site_verified"
+    SITE_LOADED = "site_loaded"
 
 
 class BrowserCheck(StrEnum):
     """Whether a built site was loaded in a browser after building."""
 
-    NOT_PERFORMED = "not_performed"
+    PASSED = "passed"
 
 
 ZIP_MEDIA_TYPE = "application/zip"

@@ -85,6 +85,7 @@ class Worker:
         s = runtime.settings
         bus = runtime.db.bus
         self._cancel_sub = bus.subscribe(WAKE_CANCEL)
+        self._beat_sub = bus.subscribe(WAKE_CANCEL)
         self._queue_channels = {wake_channel(q) for q in self.queues}
         self._jobs_sub = bus.subscribe(WAKE_JOBS, *sorted(self._queue_channels))
         name = f"worker[{','.join(self.queues)}]"
@@ -94,14 +95,14 @@ class Worker:
             s,
             subscription=self._jobs_sub,
             poll_interval=s.job_poll_interval_seconds,
-            idle_ceiling=s.job_idle_poll_ceiling_seconds,
+            idle_ceiling=s.job_claim_idle_ceiling_seconds,
             clock=runtime.clock,
         )
         self.beat_loop = Loop.configured(
             f"{name}.heartbeat",
             self._beat_tick,
             s,
-            subscription=bus.subscribe(WAKE_CANCEL),
+            subscription=self._beat_sub,
             poll_interval=s.job_heartbeat_interval_seconds,
             idle_ceiling=s.job_idle_poll_ceiling_seconds,
             clock=runtime.clock,
@@ -141,8 +142,8 @@ class Worker:
         while self._outcomes:
             await self._settle_tick()
         await self.beat_loop.stop()
-        self._cancel_sub.close()
-        self._jobs_sub.close()
+        for sub in (self._cancel_sub, self._beat_sub, self._jobs_sub):
+            sub.close()
 
     def stop_job(self, job_id: int, reason: StopReason) -> None:
         """Cancel a running handler's task, remembering why."""

@@ -21,6 +21,11 @@ class ScreenshotSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     html: str | None = Field(None, min_length=1)
+    files: dict[str, str] | None = Field(
+        None,
+        description="With `html`: more files (relative path -> base64) the document may load "
+        "from its own origin, e.g. a built site's pages and assets; nothing else loads.",
+    )
     url: str | None = Field(None, min_length=1, max_length=8192, validate_default=True)
     width: int = Field(1920, ge=1, le=16384)
     height: int = Field(1080, ge=1, le=16384)
@@ -62,8 +67,10 @@ class ScreenshotSpec(BaseModel):
 
     def render_input(self) -> dict[str, Any]:
         """The renderer's `RenderInput` fields (without the per-attempt id and timeout)."""
-        data = self.model_dump(mode="json", exclude={"html"})
+        data = self.model_dump(mode="json", exclude={"html", "files"})
         data["document"] = self.html
+        if self.files is not None:
+            data["files"] = self.files
         return data
 
     def input_hash(self) -> str:

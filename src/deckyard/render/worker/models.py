@@ -61,6 +61,11 @@ class RenderInput(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     document: str | None = None
+    files: dict[str, str] | None = Field(
+        None,
+        description="With `document`: more files (relative path -> base64) served from the "
+        "document's own origin, e.g. a static site's pages and assets. Nothing else loads.",
+    )
     url: str | None = Field(None, min_length=1, max_length=8192)
     width: int = Field(DEFAULT_WIDTH, ge=1)
     height: int = Field(DEFAULT_HEIGHT, ge=1)
@@ -79,6 +84,12 @@ class RenderInput(BaseModel):
     def _one_source(self) -> RenderInput:
         if (self.document is None) == (self.url is None):
             raise ValueError("give exactly one of document or url")
+        if self.files is not None:
+            if self.document is None:
+                raise ValueError("files go with document, not with url")
+            for path in self.files:
+                if not bundle_path_ok(path):
+                    raise ValueError(f"files: {path!r} must be a relative path without '..'")
         if self.quality is not None and self.format not in ("jpeg", "webp"):
             raise ValueError("quality applies only to jpeg and webp")
         if self.clip_selector is not None and self.full_page:
@@ -178,6 +189,13 @@ class FieldProblem:
     message: str
 
 
+def bundle_path_ok(path: str) -> bool:
+    """True for a plain relative path inside the bundle (no escape, no scheme, no backslash)."""
+    if not path or len(path) > 500 or path.startswith("/") or "\\" in path or ":" in path:
+        return False
+    return all(part not in ("", ".", "..") for part in path.split("/"))
+
+
 def check_limits(render: RenderInput, settings: Settings) -> list[FieldProblem]:
     """Bounds from settings that pydantic cannot know; an empty list means the input is fine."""
     problems: list[FieldProblem] = []
@@ -197,6 +215,7 @@ def check_limits(render: RenderInput, settings: Settings) -> list[FieldProblem]:
         )
     if render.document is not None:
         size = len(render.document.encode("utf-8"))
+        size += sum(len(v) * 3 // 4 for v in (render.files or {}).values())
         if size > settings.renderer_max_document_bytes:
             problems.append(
                 FieldProblem(

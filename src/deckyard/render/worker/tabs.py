@@ -18,7 +18,10 @@ of them; set it to 1 for a never-used context (and process) per render.
 from __future__ import annotations
 
 import asyncio
+import base64
+import mimetypes
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from playwright.async_api import (
     BrowserContext,
@@ -94,6 +97,7 @@ class DocumentTab:
         self._settings = settings
         self._collector: DiagnosticsCollector | None = None
         self._document = ""
+        self._files: dict[str, bytes] = {}
         self._proxy = EgressProxy(None, self._on_blocked, quiet_hosts=frozenset({DOCUMENT_HOST}))
         self._context: BrowserContext | None = None
         self._page: Page | None = None
@@ -142,9 +146,10 @@ class DocumentTab:
         self._collector = collector
 
     def unbind(self) -> None:
-        """End a render: stop reporting to its collector and forget its document."""
+        """End a render: stop reporting to its collector and forget its document and files."""
         self._collector = None
         self._document = ""
+        self._files = {}
 
     async def prepare(self, render: RenderInput) -> None:
         """Apply the render's viewport and media, skipping what the tab already has."""
@@ -161,18 +166,39 @@ class DocumentTab:
     async def load(self, render: RenderInput) -> None:
         """Write the render's document into the parked page and wait as asked."""
         self._document = render.document or ""
+        self._files = {
+            path: base64.b64decode(data, validate=True)
+            for path, data in (render.files or {}).items()
+        }
         await self.page.set_content(self._document, wait_until=render.wait.until, timeout=0)
 
     async def _route(self, route: Route) -> None:
         request = route.request
         try:
+            bundled = self._bundled(request.url)
             if request.url == DOCUMENT_URL and request.is_navigation_request():
                 await route.fulfill(body=self._document, content_type="text/html; charset=utf-8")
+            elif bundled is not None:
+                body, content_type = bundled
+                await route.fulfill(body=body, content_type=content_type)
             else:
                 self._on_blocked(request.url, NO_NETWORK)
                 await route.abort("blockedbyclient")
         except PlaywrightError:
             return
+
+    def _bundled(self, url: str) -> tuple[bytes, str] | None:
+        """The bundle file a same-origin URL names, with its content type, if there is one."""
+        if not self._files or not url.startswith(DOCUMENT_URL):
+            return None
+        path = unquote(urlsplit(url).path.lstrip("/"))
+        body = self._files.get(path)
+        if body is None:
+            return None
+        guessed = mimetypes.guess_type(path)[0] or "application/octet-stream"
+        if guessed.startswith("text/") or guessed in ("application/javascript", "image/svg+xml"):
+            guessed += "; charset=utf-8"
+        return body, guessed
 
     async def _refuse_socket(self, socket: WebSocketRoute) -> None:
         self._on_blocked(socket.url, NO_NETWORK)

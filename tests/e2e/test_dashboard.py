@@ -57,12 +57,22 @@ class DemoServer(Server):
 
 
 def chromium_pids() -> set[int]:
-    """Chromium processes descended from this test process."""
-    return {
-        p.pid
-        for p in psutil.Process().children(recursive=True)
-        if "chrom" in (p.name() or "").lower()
-    }
+    """Chromium processes this test's browser started (not those of the server's renderer).
+
+    Both are descendants of the test process: the server is its child too. A Chromium under a
+    `deckyard` process belongs to the server, which the `servers` fixture stops and checks.
+    """
+    found = set()
+    for proc in psutil.Process().children(recursive=True):
+        try:
+            if "chrom" not in (proc.name() or "").lower():
+                continue
+            if any("deckyard" in " ".join(a.cmdline()) for a in proc.parents()):
+                continue
+        except psutil.Error:
+            continue
+        found.add(proc.pid)
+    return found
 
 
 @pytest.fixture

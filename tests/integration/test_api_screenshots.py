@@ -45,6 +45,18 @@ async def test_screenshot_job_artifact_and_workers(db_url: str) -> None:
         assert len(workers) == 1
         assert workers[0]["slots"] >= 1
         assert workers[0]["occupancy"] == 0
+        from prometheus_client.parser import text_string_to_metric_families
+
+        metrics = {
+            (s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families((await client.get("/metrics")).text)
+            for s in family.samples
+        }
+        key = ("deckyard_render_requests", (("error_code", ""), ("status", "succeeded")))
+        assert metrics[key] == 1
+        name = workers[0]["name"]
+        assert metrics[("deckyard_render_occupancy", (("worker", name),))] == 0
+        assert metrics[("deckyard_render_slots", (("state", "up"), ("worker", name)))] >= 1
 
 
 async def test_bad_screenshot_input_names_the_field(db_url: str) -> None:

@@ -26,6 +26,7 @@ from deckyard.api.state import loops_of
 from deckyard.jobs import Runtime
 from deckyard.jobs.loop import Loop
 from deckyard.jobs.schema import jobs
+from deckyard.render.control.schema import render_requests
 
 router = APIRouter(tags=["operations"])
 
@@ -37,6 +38,8 @@ class Snapshot:
     """Everything one scrape reports."""
 
     job_counts: list[tuple[str, str, int]]
+    render_counts: list[tuple[str, str, int]]
+    workers: list[dict[str, Any]]
     runtime: Runtime
     loops: list[Loop]
     write_conflicts: int
@@ -105,6 +108,25 @@ class SnapshotCollector(Collector):
         )
         conflicts.add_metric([], snap.write_conflicts)
         yield conflicts
+        renders = GaugeMetricFamily(
+            "deckyard_render_requests",
+            "Render requests by status and error code.",
+            labels=["status", "error_code"],
+        )
+        for status, code, n in snap.render_counts:
+            renders.add_metric([status, code], n)
+        yield renders
+        slots = GaugeMetricFamily(
+            "deckyard_render_slots", "Renderer slots.", labels=["worker", "state"]
+        )
+        used = GaugeMetricFamily(
+            "deckyard_render_occupancy", "Renderer slots in use.", labels=["worker"]
+        )
+        for w in snap.workers:
+            slots.add_metric([str(w["name"]), str(w["state"])], int(w["slots"] or 0))
+            used.add_metric([str(w["name"])], int(w["occupancy"]))
+        yield slots
+        yield used
         if snap.sql is not None:
             sql = CounterMetricFamily(
                 "deckyard_sql_statements",
@@ -129,9 +151,20 @@ async def metrics(request: Request) -> Response:
             select(jobs.c.queue, jobs.c.status, func.count()).group_by(jobs.c.queue, jobs.c.status)
         )
         counts = [(str(r[0]), str(r[1]), int(r[2])) for r in rows]
+        rr = render_requests
+        rows = await conn.execute(
+            select(rr.c.status, rr.c.error_code, func.count()).group_by(
+                rr.c.status, rr.c.error_code
+            )
+        )
+        render_counts = [(str(r[0]), str(r[1] or ""), int(r[2])) for r in rows]
+    render = getattr(state, "render", None)
+    workers = await render.workers() if render is not None else []
     loops = loops_of(state)
     snap = Snapshot(
         job_counts=counts,
+        render_counts=render_counts,
+        workers=workers,
         runtime=runtime,
         loops=loops,
         write_conflicts=state.db.stats.write_conflicts,

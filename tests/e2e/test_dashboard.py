@@ -2,12 +2,14 @@
 
 The server is `tests.e2e.dashboard_server`: the app `deckyard serve` runs, plus demo job kinds and
 a test-only enqueue route, because the server has no job handlers or enqueue route of its own yet.
-Screenshots of every page go to the test's tmp_path and are copied to docs/img.
+Screenshots of every page go to the test's tmp_path; with DECKYARD_UPDATE_DOC_IMAGES=1 they
+are also copied to docs/img (the README's pictures), so ordinary runs leave the tree alone.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import shutil
 import subprocess
@@ -136,8 +138,9 @@ class Api:
 async def shot(page: Page, tmp_path: Path, name: str) -> None:
     path = tmp_path / f"dashboard-{name}.png"
     await page.screenshot(path=path, full_page=True)
-    DOCS_IMG.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(path, DOCS_IMG / path.name)
+    if os.environ.get("DECKYARD_UPDATE_DOC_IMAGES") == "1":
+        DOCS_IMG.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, DOCS_IMG / path.name)
 
 
 async def test_dashboard_in_a_browser(

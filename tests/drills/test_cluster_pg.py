@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
@@ -21,7 +20,7 @@ import psutil
 import pytest
 
 from tests.drills.support import SECRET, RendererProcess, zombies
-from tests.helpers.server import DECKYARD, Server, clean_env
+from tests.helpers.server import Server, clean_env, create_token, event_types
 
 pytestmark = [pytest.mark.chromium, pytest.mark.processes, pytest.mark.postgres, pytest.mark.slow]
 N = 16
@@ -71,15 +70,7 @@ def test_two_nodes_share_a_renderer_and_survive_a_kill(
         DECKYARD_RENDER_LEASE_SECONDS="3",
         DECKYARD_RENDER_RECEIPT_POLL_SECONDS="0.2",
     )
-    token = subprocess.run(
-        [*DECKYARD, "token", "create", "--workspace", "cluster"],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    ).stdout.strip()
+    token = create_token(env, tmp_path, "cluster")
     headers = {"authorization": f"Bearer {token}"}
     a = Server([], env, tmp_path)
     servers.append(a)
@@ -129,12 +120,7 @@ def test_two_nodes_share_a_renderer_and_survive_a_kill(
             assert time.monotonic() < deadline, states
             time.sleep(0.25)
         for job_id in ids:
-            stream = client.get(f"{b.url}/v1/jobs/{job_id}/events", headers=headers)
-            types = [
-                json.loads(line[6:])["type"]
-                for line in stream.text.splitlines()
-                if line.startswith("data: ")
-            ]
+            types = event_types(client, b.url, headers, job_id)
             assert types.count("succeeded") == 1, (job_id, types)
             art = client.get(f"{b.url}/v1/jobs/{job_id}/artifact", headers=headers)
             assert art.status_code == 200

@@ -6,10 +6,8 @@ killed server's renderer and Chromium processes must not outlive it.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +17,7 @@ import psutil
 import pytest
 
 from tests.drills.support import zombies
-from tests.helpers.server import DECKYARD, Server, clean_env
+from tests.helpers.server import Server, clean_env, create_token, event_types
 
 pytestmark = [pytest.mark.chromium, pytest.mark.processes, pytest.mark.slow]
 N = 20
@@ -81,15 +79,7 @@ def test_sigkill_serve_mid_batch_then_every_job_completes_once(
     tmp_path: Path, servers: list[Server]
 ) -> None:
     env = clean_env(tmp_path, **ENV)
-    token = subprocess.run(
-        [*DECKYARD, "token", "create", "--workspace", "drill"],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    ).stdout.strip()
+    token = create_token(env, tmp_path, "drill")
     headers = {"authorization": f"Bearer {token}"}
     first = Server([], env, tmp_path)
     servers.append(first)
@@ -134,12 +124,7 @@ def test_sigkill_serve_mid_batch_then_every_job_completes_once(
             assert time.monotonic() < deadline, f"not all done: {now}"
             time.sleep(0.25)
         for job_id in ids:
-            stream = client.get(f"/v1/jobs/{job_id}/events", headers=headers)
-            types = [
-                json.loads(line[len("data: ") :])["type"]
-                for line in stream.text.splitlines()
-                if line.startswith("data: ")
-            ]
+            types = event_types(client, "", headers, job_id)
             assert types.count("succeeded") == 1, (job_id, types)
             art = client.get(f"/v1/jobs/{job_id}/artifact", headers=headers)
             assert art.status_code == 200, (

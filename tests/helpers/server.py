@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -66,3 +67,26 @@ class Server:
                 self.proc.wait(5)
         if self.proc.stdout:
             self.proc.stdout.close()
+
+
+def create_token(env: dict[str, str], cwd: Path, workspace: str) -> str:
+    """Run `deckyard token create` as a user would (before a Lite server owns the file)."""
+    return subprocess.run(
+        [*DECKYARD, "token", "create", "--workspace", workspace],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout.strip()
+
+
+def event_types(client: httpx.Client, url: str, headers: dict[str, str], job_id: int) -> list[str]:
+    """The types of a job's events, read from its SSE stream (which ends with the job)."""
+    stream = client.get(f"{url}/v1/jobs/{job_id}/events", headers=headers)
+    return [
+        json.loads(line[len("data: ") :])["type"]
+        for line in stream.text.splitlines()
+        if line.startswith("data: ")
+    ]

@@ -14,6 +14,7 @@ Four loops on `Loop`, each silent while there is nothing to do:
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
@@ -76,43 +77,30 @@ class Coordinator:
         self.epoch_reconciled = 0
         self.recovered = 0
         s = settings
-        common: dict[str, Any] = {
-            "error_backoff": s.loop_error_backoff_seconds,
-            "error_backoff_max": s.loop_error_backoff_max_seconds,
-            "clock": clock,
-        }
-        self.probe_loop = Loop(
+        self.probe_loop = Loop.configured(
             "render.probe",
             self.probe_once,
-            subscription=None,
+            s,
             poll_interval=s.render_probe_interval_seconds,
             idle_ceiling=s.render_probe_interval_seconds,
-            **common,
+            clock=clock,
         )
-        self.dispatch_loop = Loop(
-            "render.dispatch",
-            self.dispatch_once,
-            subscription=db.bus.subscribe(WAKE_RENDER),
-            poll_interval=s.render_receipt_poll_seconds,
-            idle_ceiling=s.render_idle_poll_ceiling_seconds,
-            **common,
-        )
-        self.receipt_loop = Loop(
-            "render.receipts",
-            self.receipts_once,
-            subscription=db.bus.subscribe(WAKE_RENDER),
-            poll_interval=s.render_receipt_poll_seconds,
-            idle_ceiling=s.render_idle_poll_ceiling_seconds,
-            **common,
-        )
-        self.recovery_loop = Loop(
-            "render.recovery",
-            self.recover_once,
-            subscription=db.bus.subscribe(WAKE_RENDER),
-            poll_interval=s.render_receipt_poll_seconds,
-            idle_ceiling=s.render_idle_poll_ceiling_seconds,
-            **common,
-        )
+
+        def woken(name: str, tick: Callable[[], Awaitable[Tick]]) -> Loop:
+            """A loop woken by render state changes, polling while attempts are active."""
+            return Loop.configured(
+                name,
+                tick,
+                s,
+                subscription=db.bus.subscribe(WAKE_RENDER),
+                poll_interval=s.render_receipt_poll_seconds,
+                idle_ceiling=s.render_idle_poll_ceiling_seconds,
+                clock=clock,
+            )
+
+        self.dispatch_loop = woken("render.dispatch", self.dispatch_once)
+        self.receipt_loop = woken("render.receipts", self.receipts_once)
+        self.recovery_loop = woken("render.recovery", self.recover_once)
 
     @property
     def loops(self) -> list[Loop]:

@@ -84,14 +84,12 @@ class Supervisor:
         self.renderers = [SupervisedRenderer(f"{host}-lite-{i}") for i in range(count)]
         self._stopping = False
         self.subreaper = False
-        self.reap_loop = Loop(
+        self.reap_loop = Loop.configured(
             "render.reap",
             self._reap_tick,
-            subscription=None,
+            settings,
             poll_interval=settings.render_reap_interval_seconds,
             idle_ceiling=settings.render_reap_interval_seconds,
-            error_backoff=settings.loop_error_backoff_seconds,
-            error_backoff_max=settings.loop_error_backoff_max_seconds,
             clock=clock,
         )
 

@@ -618,7 +618,7 @@ def render_markdown(r: dict[str, Any], args: argparse.Namespace, cmd: str) -> st
         "### 6. Memory",
         "",
         f"Process tree of an idle Lite `deckyard serve` (psutil, {args.memory_settle:g} s after "
-        "it answered `/healthz` and, with a renderer, after `/v1/workers` showed it ready). RSS "
+        "it answered `/healthz` and, with a renderer, after `/v1/renderers` showed it ready). RSS "
         "sums double-count pages Chromium's processes share; PSS splits them.",
         "",
         "| configuration | RSS MiB | PSS MiB | processes |",

@@ -238,7 +238,7 @@ class Serve:
         while time.monotonic() < deadline:
             try:
                 r = httpx.get(
-                    f"{self.url}/v1/workers",
+                    f"{self.url}/v1/renderers",
                     headers={"Authorization": f"Bearer {self.token}"},
                     timeout=5,
                 )

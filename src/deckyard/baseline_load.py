@@ -31,7 +31,7 @@ DECK = {
 async def _wait_for_renderer(client: httpx.AsyncClient, headers: dict[str, str]) -> None:
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
-        r = await client.get("/v1/workers", headers=headers)
+        r = await client.get("/v1/renderers", headers=headers)
         if r.status_code == 200 and any(w.get("state") == "up" for w in r.json()):
             return
         await asyncio.sleep(0.5)

@@ -122,8 +122,8 @@ def renderer(
     It refuses to start (exit 2) without a secret, taken from DECKYARD_RENDERER_SECRET or
     --secret-file. Once listening it prints one JSON line with its URL and epoch to stdout.
     """
-    from deckyard.render.worker.main import generate_secret as new_secret
-    from deckyard.render.worker.main import run_renderer
+    from deckyard.render.renderer.main import generate_secret as new_secret
+    from deckyard.render.renderer.main import run_renderer
 
     if generate_secret:
         typer.echo(new_secret())

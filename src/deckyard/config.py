@@ -115,7 +115,7 @@ class Settings(BaseSettings):
     renderer_max_document_bytes: int = Field(50 * 1024 * 1024, ge=1024)
     renderer_url_allow_hosts: list[str] = Field(default_factory=list)
     renderer_tmp_dir: Path | None = None
-    renderer_worker_id: str | None = Field(None, min_length=1, max_length=200)
+    renderer_id: str | None = Field(None, min_length=1, max_length=200)
     renderer_launch_timeout_seconds: float = Field(30.0, gt=0)
     renderer_cleanup_timeout_seconds: float = Field(0.5, gt=0)
     renderer_cancel_wait_seconds: float = Field(1.0, gt=0)

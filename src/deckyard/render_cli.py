@@ -35,7 +35,7 @@ from deckyard.decks.service import DeckService
 from deckyard.decks.source import load_deck_folder
 from deckyard.decks.validation_model import Severity, ValidationResult, ValidationStatus
 from deckyard.jobs import Job, JobStatus
-from deckyard.render.errors import ErrorKind, error_kind
+from deckyard.render.protocol import ErrorKind, error_kind
 
 WORKSPACE = "local"
 FORMATS = ("png", "pdf", "zip")

@@ -164,7 +164,7 @@ async def running_plane(
 
 
 async def _busy(plane: Plane) -> list[dict[str, Any]]:
-    return [w for w in await plane.service.workers() if w["occupancy"]]
+    return [w for w in await plane.service.renderers() if w["occupancy"]]
 
 
 async def settle_async(check: Any, timeout: float = 10.0) -> None:

@@ -70,11 +70,11 @@ async def main(data_dir: Path, url: str) -> None:
         status=done.status.value,
         result=done.result,
         attempts=[
-            {"status": a.status.value, "epoch": a.worker_epoch, "error": a.error_code}
+            {"status": a.status.value, "epoch": a.renderer_epoch, "error": a.error_code}
             for a in attempts
         ],
         renderers=renderers(service),
-        workers=await service.workers(),
+        renderer_rows=await service.renderers(),
     )
     await asyncio.to_thread(sys.stdin.read)
     await service.stop()

@@ -92,8 +92,8 @@ def test_two_nodes_share_a_renderer_and_survive_a_kill(
         peak = 0
         deadline = time.monotonic() + 90
         while True:
-            workers = client.get(f"{b.url}/v1/workers", headers=headers).json()
-            peak = max([peak, *(w["occupancy"] for w in workers)])
+            renderers = client.get(f"{b.url}/v1/renderers", headers=headers).json()
+            peak = max([peak, *(w["occupancy"] for w in renderers)])
             done = [
                 i
                 for i in ids
@@ -109,8 +109,8 @@ def test_two_nodes_share_a_renderer_and_survive_a_kill(
         a.proc.wait(10)
         deadline = time.monotonic() + 120
         while True:
-            workers = client.get(f"{b.url}/v1/workers", headers=headers).json()
-            peak = max([peak, *(w["occupancy"] for w in workers)])
+            renderers = client.get(f"{b.url}/v1/renderers", headers=headers).json()
+            peak = max([peak, *(w["occupancy"] for w in renderers)])
             states = {
                 i: client.get(f"{b.url}/v1/jobs/{i}", headers=headers).json()["status"] for i in ids
             }
@@ -124,9 +124,9 @@ def test_two_nodes_share_a_renderer_and_survive_a_kill(
             assert types.count("succeeded") == 1, (job_id, types)
             art = client.get(f"{b.url}/v1/jobs/{job_id}/artifact", headers=headers)
             assert art.status_code == 200
-        workers = client.get(f"{b.url}/v1/workers", headers=headers).json()
+        renderers = client.get(f"{b.url}/v1/renderers", headers=headers).json()
     assert peak <= SLOTS, f"occupancy {peak} exceeded the renderer's {SLOTS} slots"
-    assert [w["occupancy"] for w in workers] == [0]
+    assert [w["occupancy"] for w in renderers] == [0]
     assert not [
         p
         for p in family

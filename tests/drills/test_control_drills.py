@@ -159,7 +159,7 @@ async def test_drill3_sigkill_renderer_lease_expires_then_new_attempt_wins(
             assert done.status is JobStatus.SUCCEEDED, done
             attempts = await plane.service.attempts(req_id)
             assert [a.status for a in attempts] == [AttemptState.LOST, AttemptState.SUCCEEDED]
-            assert attempts[1].worker_epoch == second.ready["epoch"]
+            assert attempts[1].renderer_epoch == second.ready["epoch"]
             assert done.result["attempt_key"] == attempts[1].attempt_key
             artefact = await plane.service.artifact_for_job(job.id)
             assert artefact is not None and artefact[1] == "image/png"

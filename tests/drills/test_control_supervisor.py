@@ -93,7 +93,7 @@ def test_sigkilled_renderer_restarts_with_a_new_epoch_and_no_orphans(
         statuses = [(a["status"], a["epoch"]) for a in done["attempts"]]
         assert statuses == [("lost", first_epoch), ("succeeded", after["epoch"])]
         assert done["result"]["epoch"] == after["epoch"]
-        assert [w["occupancy"] for w in done["workers"]] == [0]
+        assert [w["occupancy"] for w in done["renderer_rows"]] == [0]
         assert not settle(lambda: tagged_processes({first_epoch})), (
             "the old renderer left processes"
         )

@@ -236,12 +236,12 @@ async def test_dashboard_in_a_browser(
     await expect(page.get_by_test_id("tasks")).to_contain_text("demo.publish")
     await shot(page, tmp_path, "tasks")
 
-    # The overview: queue depths, loops, and workers (or "not available").
+    # The overview: queue depths, loops, and renderers (or "not available").
     await page.goto(f"{srv.url}/")
     await expect(page.get_by_test_id("total-pending")).to_have_text(str(len(parked)))
     await expect(page.get_by_test_id("queues")).to_contain_text("demo")
     await expect(page.get_by_test_id("loops")).to_contain_text("alive")
-    await expect(page.get_by_test_id("workers")).not_to_contain_text("Loading")
+    await expect(page.get_by_test_id("renderers")).not_to_contain_text("Loading")
     await shot(page, tmp_path, "overview")
 
     # Signing out ends the session for the API too.

@@ -22,7 +22,7 @@ def png_size(data: bytes) -> tuple[int, int]:
     return width, height
 
 
-async def test_screenshot_job_artifact_and_workers(db_url: str) -> None:
+async def test_screenshot_job_artifact_and_renderers(db_url: str) -> None:
     async with running_app(db_url, renderers=1) as (app, client):
         alice = await make_token(app, "alice")
         bob = await make_token(app, "bob")
@@ -41,10 +41,10 @@ async def test_screenshot_job_artifact_and_workers(db_url: str) -> None:
         assert art.headers["content-type"] == "image/png"
         assert png_size(art.content) == (320, 200)
         assert (await client.get(f"/v1/jobs/{job_id}/artifact", headers=bob)).status_code == 404
-        workers = (await client.get("/v1/workers", headers=alice)).json()
-        assert len(workers) == 1
-        assert workers[0]["slots"] >= 1
-        assert workers[0]["occupancy"] == 0
+        renderers = (await client.get("/v1/renderers", headers=alice)).json()
+        assert len(renderers) == 1
+        assert renderers[0]["slots"] >= 1
+        assert renderers[0]["occupancy"] == 0
         from prometheus_client.parser import text_string_to_metric_families
 
         metrics = {
@@ -54,9 +54,9 @@ async def test_screenshot_job_artifact_and_workers(db_url: str) -> None:
         }
         key = ("deckyard_render_requests", (("error_code", ""), ("status", "succeeded")))
         assert metrics[key] == 1
-        name = workers[0]["name"]
-        assert metrics[("deckyard_render_occupancy", (("worker", name),))] == 0
-        assert metrics[("deckyard_render_slots", (("state", "up"), ("worker", name)))] >= 1
+        name = renderers[0]["name"]
+        assert metrics[("deckyard_render_occupancy", (("renderer", name),))] == 0
+        assert metrics[("deckyard_render_slots", (("renderer", name), ("state", "up")))] >= 1
 
 
 async def test_bad_screenshot_input_names_the_field(db_url: str) -> None:

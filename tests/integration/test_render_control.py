@@ -32,7 +32,7 @@ from deckyard.render.control.coordinator import Coordinator
 from deckyard.render.control.models import RenderRequest
 from deckyard.render.control.repository import NewRequest, request_get, request_insert
 from deckyard.render.control.schema import render_attempts, render_requests, render_workers
-from deckyard.render.control.sources import WorkerSource, WorkerSources
+from deckyard.render.control.sources import RendererSource, RendererSources
 from deckyard.render.control.status import AttemptState, RequestStatus
 from deckyard.render.control.wait import wait_for_terminal
 from deckyard.storage import ArtifactStore
@@ -107,9 +107,9 @@ class Plane:
 def make_plane(db: Database, tmp_path: Path, *renderers: FakeRenderer, **over: Any) -> Plane:
     s = settings(**over)
     clock = FakeClock()
-    sources = WorkerSources()
+    sources = RendererSources()
     for r in renderers:
-        sources.put(WorkerSource(r.url, r.url, SECRET))
+        sources.put(RendererSource(r.url, r.url, SECRET))
     store = ArtifactStore(str(tmp_path / "artifacts"))
     fleet = FakeFleet(*renderers)
     coordinator = Coordinator(db, s, sources, store, clock, transport=fleet.transport)
@@ -229,7 +229,7 @@ async def test_admission_respects_global_and_workspace_caps(db: Database, tmp_pa
     by_ws = {w: sum(1 for x in active if x.workspace_id == w) for w in ("a", "b")}
     assert len(active) == 3
     assert by_ws == {"a": 2, "b": 1}
-    assert len({(x.worker_id, x.slot) for x in active}) == 3
+    assert len({(x.renderer_row_id, x.slot) for x in active}) == 3
     assert {(await p.get(i)).status for i in a[2:] + b[1:]} == {RequestStatus.PENDING}
     await p.coordinator.client.aclose()
 
@@ -419,7 +419,7 @@ async def test_cas_refuses_and_deletes_the_artefact(plane: Plane, spoiler: str) 
     [attempt] = await p.active()
     receipts = await p.coordinator.client.receipts("http://r1", SECRET, [attempt.attempt_key])
     assert receipts is not None
-    source = WorkerSource("http://r1", "http://r1", SECRET)
+    source = RendererSource("http://r1", "http://r1", SECRET)
     assert not await p.coordinator.committer.fetch_and_commit(attempt, receipts[0], source)
     assert await p.store.keys() == []
     assert (await p.get(req)).result is None

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from deckyard.render.signing import SIGNATURE_HEADER
+from deckyard.render.protocol import SIGNATURE_HEADER
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"fake-image-bytes" * 8
 
@@ -47,7 +47,7 @@ class FakeRenderer:
         body: dict[str, Any] = {
             "attempt_id": key,
             "status": status,
-            "worker_id": self.url,
+            "renderer_id": self.url,
             "epoch": self.epoch,
         }
         if status == "succeeded":
@@ -72,7 +72,7 @@ class FakeRenderer:
             return httpx.Response(
                 200,
                 json={
-                    "worker_id": self.url,
+                    "renderer_id": self.url,
                     "epoch": self.epoch,
                     "slots": self.slots,
                     "free_slots": self.slots,

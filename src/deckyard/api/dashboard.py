@@ -139,7 +139,7 @@ async def sign_out(request: Request) -> Response:
 
 @router.get("/")
 async def overview(request: Request) -> Response:
-    """Queue depths, loop health and the database check from readiness; workers load in JS."""
+    """Queue depths, loop health and the database check from readiness; renderers load in JS."""
     principal = await signed_in(request)
     if principal is None:
         return to_sign_in(request)

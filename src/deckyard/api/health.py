@@ -72,11 +72,11 @@ async def readyz(request: Request) -> JSONResponse:
         checks["artifact_store"] = {"ok": True, "url": store.url, "ephemeral": store.ephemeral}
         if checks["database"]["ok"]:
             try:
-                workers = await render.workers()
+                renderers = await render.renderers()
                 checks["renderers"] = {
                     "ok": True,
-                    "up": sum(1 for w in workers if w["state"] == "up"),
-                    "workers": workers,
+                    "up": sum(1 for r in renderers if r["state"] == "up"),
+                    "renderers": renderers,
                 }
             except Exception as exc:
                 checks["renderers"] = {"ok": False, "error": _first_line(exc)}

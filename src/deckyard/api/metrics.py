@@ -39,7 +39,7 @@ class Snapshot:
 
     job_counts: list[tuple[str, str, int]]
     render_counts: list[tuple[str, str, int]]
-    workers: list[dict[str, Any]]
+    renderers: list[dict[str, Any]]
     runtime: Runtime
     loops: list[Loop]
     write_conflicts: int
@@ -117,12 +117,12 @@ class SnapshotCollector(Collector):
             renders.add_metric([status, code], n)
         yield renders
         slots = GaugeMetricFamily(
-            "deckyard_render_slots", "Renderer slots.", labels=["worker", "state"]
+            "deckyard_render_slots", "Renderer slots.", labels=["renderer", "state"]
         )
         used = GaugeMetricFamily(
-            "deckyard_render_occupancy", "Renderer slots in use.", labels=["worker"]
+            "deckyard_render_occupancy", "Renderer slots in use.", labels=["renderer"]
         )
-        for w in snap.workers:
+        for w in snap.renderers:
             slots.add_metric([str(w["name"]), str(w["state"])], int(w["slots"] or 0))
             used.add_metric([str(w["name"])], int(w["occupancy"]))
         yield slots
@@ -159,12 +159,12 @@ async def metrics(request: Request) -> Response:
         )
         render_counts = [(str(r[0]), str(r[1] or ""), int(r[2])) for r in rows]
     render = getattr(state, "render", None)
-    workers = await render.workers() if render is not None else []
+    renderers = await render.renderers() if render is not None else []
     loops = loops_of(state)
     snap = Snapshot(
         job_counts=counts,
         render_counts=render_counts,
-        workers=workers,
+        renderers=renderers,
         runtime=runtime,
         loops=loops,
         write_conflicts=state.db.stats.write_conflicts,

@@ -1,4 +1,4 @@
-"""Render routes: ad-hoc screenshots as jobs, job artefacts, and the render workers."""
+"""Render routes: ad-hoc screenshots as jobs, job artefacts, and the renderers."""
 
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ async def job_artifact(request: Request, principal: Caller, job_id: int) -> Resp
     return Response(data, media_type=content_type, headers=headers)
 
 
-@router.get("/v1/workers")
-async def list_workers(request: Request, principal: Caller) -> list[dict[str, Any]]:
-    """Render workers with their slots, occupancy, epoch and state."""
-    return await render_service(request).workers()
+@router.get("/v1/renderers")
+async def list_renderers(request: Request, principal: Caller) -> list[dict[str, Any]]:
+    """Renderers with their slots, occupancy, epoch and state."""
+    return await render_service(request).renderers()

@@ -19,8 +19,8 @@ from deckyard.decks.validation_model import StageOutcome
 from deckyard.jobs import Job, JobStatus, Runtime
 from deckyard.render.control.service import RenderQueueFull, RenderService
 from deckyard.render.control.spec import ScreenshotSpec
-from deckyard.render.control.status import WorkerState
-from deckyard.render.errors import RenderErrorCode
+from deckyard.render.control.status import RendererState
+from deckyard.render.protocol import RenderErrorCode
 
 
 @dataclass(frozen=True)
@@ -54,8 +54,8 @@ class RenderGateway:
 
     async def renderer_live(self) -> bool:
         """Whether at least one renderer answered its last probe."""
-        workers = await self.render.workers()
-        return any(w["state"] == WorkerState.UP.value for w in workers)
+        renderers = await self.render.renderers()
+        return any(r["state"] == RendererState.UP.value for r in renderers)
 
     async def run(
         self,

@@ -37,8 +37,7 @@ from deckyard.decks.validation_model import (
     ValidationResult,
     ValidationStatus,
 )
-from deckyard.render.errors import ErrorKind, error_kind, is_retryable
-from deckyard.render.worker.models import Diagnostics
+from deckyard.render.protocol import Diagnostics, ErrorKind, error_kind, is_retryable
 
 _RENDER_FAILURES: tuple[tuple[str, DiagnosticCode, str], ...] = (
     ("page_errors", DiagnosticCode.PAGE_ERROR, "uncaught error"),

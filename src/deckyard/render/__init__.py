@@ -1,1 +1,5 @@
-"""Rendering: the renderer process (`render.worker`) and the shared error codes and signing."""
+"""Rendering: the wire protocol, request signing, the control plane and the renderer process.
+
+`protocol` and `signing` are what both sides share; `control` (in the API process) and
+`renderer` (its own process, `deckyard renderer`) never import each other.
+"""

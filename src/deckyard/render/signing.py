@@ -16,9 +16,8 @@ from enum import StrEnum
 import httpx
 
 from deckyard.clock import SYSTEM_CLOCK, Clock
+from deckyard.render.protocol import SIGNATURE_HEADER, TIMESTAMP_HEADER
 
-SIGNATURE_HEADER = "X-Deckyard-Signature"
-TIMESTAMP_HEADER = "X-Deckyard-Timestamp"
 SCHEME = "v1"
 
 

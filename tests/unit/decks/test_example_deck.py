@@ -19,7 +19,7 @@ from deckyard.decks.validation import (
     validation_result,
 )
 from deckyard.decks.validation_model import StageStatus
-from deckyard.render.worker.models import Diagnostics
+from deckyard.render.protocol import Diagnostics
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "launch-deck"
 OVERFLOW_PAGE = "05-fine-print"

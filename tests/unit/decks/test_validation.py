@@ -20,8 +20,7 @@ from deckyard.decks.validation_model import (
     ValidationResult,
     ValidationStatus,
 )
-from deckyard.render.errors import RenderErrorCode
-from deckyard.render.worker.models import Diagnostics, RequestProblem
+from deckyard.render.protocol import Diagnostics, RenderErrorCode, RequestProblem
 
 COMPILED = compile_outcome([])
 INFRASTRUCTURE = [

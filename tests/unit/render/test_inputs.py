@@ -6,8 +6,15 @@ import pytest
 from pydantic import ValidationError
 
 from deckyard.config import Settings
-from deckyard.render.errors import ErrorKind, RenderErrorCode, error_kind, is_retryable
-from deckyard.render.worker.models import AttemptRequest, RenderInput, check_limits
+from deckyard.render.protocol import (
+    AttemptRequest,
+    ErrorKind,
+    RenderErrorCode,
+    RenderInput,
+    check_limits,
+    error_kind,
+    is_retryable,
+)
 
 
 def settings() -> Settings:

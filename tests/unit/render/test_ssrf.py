@@ -6,8 +6,8 @@ import ipaddress
 
 import pytest
 
-from deckyard.render.errors import RenderErrorCode
-from deckyard.render.worker.ssrf import UrlGuard, address_problem
+from deckyard.render.protocol import RenderErrorCode
+from deckyard.render.renderer.ssrf import UrlGuard, address_problem
 
 NAMES = {
     "public.example": ["93.184.215.14"],

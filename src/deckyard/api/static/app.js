@@ -172,7 +172,7 @@ async function followJobs(table) {
   showLive(false);
 }
 
-// Overview: render workers come from GET /v1/workers, when this server has it.
+// Overview: renderers come from GET /v1/renderers, when this server has it.
 function cell(tag, text, cls) {
   const el = document.createElement(tag);
   if (text !== undefined) el.textContent = text;
@@ -180,37 +180,37 @@ function cell(tag, text, cls) {
   return el;
 }
 
-async function loadWorkers(box) {
+async function loadRenderers(box) {
   let resp;
   try {
-    resp = await fetch("/v1/workers", { credentials: "same-origin", signal: abort.signal });
+    resp = await fetch("/v1/renderers", { credentials: "same-origin", signal: abort.signal });
   } catch (err) {
     return;
   }
   if (resp.status === 401) return signInAgain();
   if (!resp.ok) {
-    const why = resp.status === 404 ? "Not available on this server." : `Could not load workers (HTTP ${resp.status}).`;
+    const why = resp.status === 404 ? "Not available on this server." : `Could not load renderers (HTTP ${resp.status}).`;
     box.replaceChildren(cell("p", why, "muted"));
     return;
   }
   const body = await resp.json();
-  const workers = Array.isArray(body) ? body : body.workers || [];
-  if (!workers.length) {
-    box.replaceChildren(cell("p", "No render workers registered.", "empty"));
+  const renderers = Array.isArray(body) ? body : body.renderers || [];
+  if (!renderers.length) {
+    box.replaceChildren(cell("p", "No renderers registered.", "empty"));
     return;
   }
   const table = cell("table", undefined, "table");
   const head = table.createTHead().insertRow();
-  for (const [label, cls] of [["Worker"], ["State"], ["Epoch"], ["Slots in use"]]) head.append(cell("th", label, cls));
+  for (const [label, cls] of [["Renderer"], ["State"], ["Epoch"], ["Slots in use"]]) head.append(cell("th", label, cls));
   const rows = table.createTBody();
-  for (const w of workers) {
+  for (const w of renderers) {
     const tr = rows.insertRow();
     const who = cell("td");
-    who.append(cell("div", w.name || w.worker_id || w.renderer_id || "renderer", "mono"));
+    who.append(cell("div", w.name || w.renderer_id || "renderer", "mono"));
     who.append(cell("div", w.url || "", "muted small"));
     if (w.error) who.append(cell("div", w.error, "small text-bad ellipsis"));
     const state = cell("td");
-    state.append(cell("span", w.state || "unknown", "badge badge-worker-" + (w.state || "unknown")));
+    state.append(cell("span", w.state || "unknown", "badge badge-renderer-" + (w.state || "unknown")));
     const epoch = cell("td", w.epoch ? String(w.epoch).slice(0, 8) : "—", "mono muted small");
     if (w.epoch) epoch.title = String(w.epoch);
     const slots = Number(w.slots) || 0;
@@ -265,10 +265,10 @@ document.addEventListener("DOMContentLoaded", () => {
   if (jobHead) followJob(jobHead);
   const jobTable = document.querySelector("[data-job-table]");
   if (jobTable) followJobs(jobTable);
-  const workers = document.querySelector("[data-workers]");
-  if (workers) {
-    loadWorkers(workers);
-    setInterval(() => document.visibilityState === "visible" && loadWorkers(workers), 5000);
+  const renderers = document.querySelector("[data-renderers]");
+  if (renderers) {
+    loadRenderers(renderers);
+    setInterval(() => document.visibilityState === "visible" && loadRenderers(renderers), 5000);
   }
   checkArtifacts();
   autoRefresh();

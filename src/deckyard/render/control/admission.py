@@ -15,15 +15,15 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from deckyard.config import Settings
 from deckyard.db import Database
 from deckyard.render.control.attempts import attempt_admit, occupancy_snapshot
-from deckyard.render.control.models import RenderAttempt, RenderRequest, RenderWorker
+from deckyard.render.control.models import RenderAttempt, Renderer, RenderRequest
 from deckyard.render.control.repository import (
+    renderer_list,
     request_finish,
     request_queue_depth,
     requests_due,
-    worker_list,
 )
-from deckyard.render.control.status import ControlErrorCode, RequestStatus, WorkerState
-from deckyard.render.errors import RenderErrorCode
+from deckyard.render.control.status import ControlErrorCode, RendererState, RequestStatus
+from deckyard.render.protocol import RenderErrorCode
 
 
 class RenderQueueFull(Exception):
@@ -58,7 +58,7 @@ class Admitted:
 
     attempt: RenderAttempt
     request: RenderRequest
-    worker: RenderWorker
+    renderer: Renderer
 
 
 def attempt_timeout(settings: Settings, request: RenderRequest, now: datetime) -> float:
@@ -92,10 +92,13 @@ async def admit_due(
     if not due:
         return []
     occ = await occupancy_snapshot(conn)
-    workers = [
+    renderers = [
         w
-        for w in await worker_list(conn)
-        if w.state is WorkerState.UP and w.epoch is not None and w.slots > 0 and w.name in reachable
+        for w in await renderer_list(conn)
+        if w.state is RendererState.UP
+        and w.epoch is not None
+        and w.slots > 0
+        and w.name in reachable
     ]
     admitted: list[Admitted] = []
     for request in due:
@@ -115,17 +118,17 @@ async def admit_due(
             break
         if occ.by_workspace[request.workspace_id] >= settings.render_workspace_cap:
             continue
-        choice = _free_slot(workers, occ.taken)
+        choice = _free_slot(renderers, occ.taken)
         if choice is None:
             break
-        worker, slot = choice
-        assert worker.epoch is not None
+        renderer, slot = choice
+        assert renderer.epoch is not None
         attempt = await attempt_admit(
             db,
             conn,
             request,
-            worker_id=worker.id,
-            epoch=worker.epoch,
+            renderer_row_id=renderer.id,
+            epoch=renderer.epoch,
             slot=slot,
             attempt_key=f"dy{request.id}-{request.attempts + 1}-{secrets.token_hex(4)}",
             timeout_seconds=attempt_timeout(settings, request, now),
@@ -136,20 +139,20 @@ async def admit_due(
             continue
         occ.total += 1
         occ.by_workspace[request.workspace_id] += 1
-        occ.taken.setdefault((worker.id, worker.epoch), set()).add(slot)
-        admitted.append(Admitted(attempt, request, worker))
+        occ.taken.setdefault((renderer.id, renderer.epoch), set()).add(slot)
+        admitted.append(Admitted(attempt, request, renderer))
     return admitted
 
 
 def _free_slot(
-    workers: list[RenderWorker], taken: dict[tuple[int, str], set[int]]
-) -> tuple[RenderWorker, int] | None:
-    """The least busy worker's lowest free slot, or None when every slot is held."""
-    best: tuple[int, RenderWorker, int] | None = None
-    for worker in workers:
-        assert worker.epoch is not None
-        held = taken.get((worker.id, worker.epoch), set())
-        free = [s for s in range(worker.slots) if s not in held]
+    renderers: list[Renderer], taken: dict[tuple[int, str], set[int]]
+) -> tuple[Renderer, int] | None:
+    """The least busy renderer's lowest free slot, or None when every slot is held."""
+    best: tuple[int, Renderer, int] | None = None
+    for renderer in renderers:
+        assert renderer.epoch is not None
+        held = taken.get((renderer.id, renderer.epoch), set())
+        free = [s for s in range(renderer.slots) if s not in held]
         if free and (best is None or len(held) < best[0]):
-            best = (len(held), worker, free[0])
+            best = (len(held), renderer, free[0])
     return None if best is None else (best[1], best[2])

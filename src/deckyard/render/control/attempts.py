@@ -21,7 +21,7 @@ from deckyard.render.control.models import ATTEMPT_COLUMNS, RenderAttempt, Rende
 from deckyard.render.control.repository import changed, request_requeue_or_fail
 from deckyard.render.control.schema import render_attempts, render_requests
 from deckyard.render.control.status import ACTIVE_ATTEMPT, AttemptState, RequestStatus
-from deckyard.render.errors import RenderErrorCode
+from deckyard.render.protocol import RenderErrorCode
 
 A = render_attempts
 R = render_requests
@@ -44,7 +44,7 @@ class Occupancy:
 
 
 async def occupancy_snapshot(conn: AsyncConnection) -> Occupancy:
-    """Every held slot, counted globally, per workspace and per worker epoch."""
+    """Every held slot, counted globally, per workspace and per renderer epoch."""
     rows = await conn.execute(
         select(A.c.workspace_id, A.c.worker_id, A.c.worker_epoch, A.c.slot).where(
             A.c.active_occupancy == 1
@@ -63,7 +63,7 @@ async def attempt_admit(
     conn: AsyncConnection,
     request: RenderRequest,
     *,
-    worker_id: int,
+    renderer_row_id: int,
     epoch: str,
     slot: int,
     attempt_key: str,
@@ -91,7 +91,7 @@ async def attempt_admit(
                 request_id=request.id,
                 attempt_key=attempt_key,
                 workspace_id=request.workspace_id,
-                worker_id=worker_id,
+                worker_id=renderer_row_id,
                 worker_epoch=epoch,
                 slot=slot,
                 active_occupancy=1,
@@ -325,7 +325,7 @@ async def attempts_recover_expired(
 async def attempts_reconcile_epoch(
     db: Database,
     conn: AsyncConnection,
-    worker_id: int,
+    renderer_row_id: int,
     epoch: str,
     now: datetime,
     retry_after_seconds: float,
@@ -333,7 +333,7 @@ async def attempts_reconcile_epoch(
     """A renderer restarted with `epoch`: every attempt it held under another epoch is lost now."""
     rows = await conn.execute(
         select(*ATTEMPT_COLUMNS).where(
-            A.c.active_occupancy == 1, A.c.worker_id == worker_id, A.c.worker_epoch != epoch
+            A.c.active_occupancy == 1, A.c.worker_id == renderer_row_id, A.c.worker_epoch != epoch
         )
     )
     lost: list[int] = []
@@ -344,7 +344,7 @@ async def attempts_reconcile_epoch(
             attempt,
             AttemptState.LOST,
             code=RenderErrorCode.RESULT_LOST.value,
-            message=f"the renderer restarted (epoch {attempt.worker_epoch} -> {epoch})",
+            message=f"the renderer restarted (epoch {attempt.renderer_epoch} -> {epoch})",
             retryable=True,
             retry_after_seconds=retry_after_seconds,
             now=now,

@@ -16,14 +16,17 @@ import httpx
 from pydantic import ValidationError
 
 from deckyard.clock import SYSTEM_CLOCK, Clock
-from deckyard.render.errors import RenderErrorCode, is_retryable
+from deckyard.render.protocol import (
+    ARTIFACT_SHA256_HEADER,
+    ARTIFACT_SIZE_HEADER,
+    Capabilities,
+    Receipt,
+    RenderErrorCode,
+    is_retryable,
+)
 from deckyard.render.signing import HmacAuth
-from deckyard.render.worker.models import Capabilities, Receipt
 
 log = logging.getLogger(__name__)
-
-SHA256_HEADER = "X-Deckyard-Artifact-Sha256"
-SIZE_HEADER = "X-Deckyard-Artifact-Size"
 
 
 @dataclass(frozen=True)
@@ -137,8 +140,8 @@ class RendererClient:
         resp.raise_for_status()
         data = resp.content
         digest = hashlib.sha256(data).hexdigest()
-        header_sha = resp.headers.get(SHA256_HEADER, sha256)
-        header_size = resp.headers.get(SIZE_HEADER, str(size))
+        header_sha = resp.headers.get(ARTIFACT_SHA256_HEADER, sha256)
+        header_size = resp.headers.get(ARTIFACT_SIZE_HEADER, str(size))
         if (
             len(data) != size
             or digest != sha256

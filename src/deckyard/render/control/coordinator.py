@@ -2,8 +2,8 @@
 
 Four loops on `Loop`, each silent while there is nothing to do:
 
-- `render.probe` asks every renderer for its capabilities over HTTP and writes a worker row only
-  when something about it changed (a new epoch also reconciles that worker's attempts at once);
+- `render.probe` asks every renderer for its capabilities over HTTP and writes a renderer row only
+  when something about it changed (a new epoch also reconciles that renderer's attempts at once);
 - `render.dispatch` wakes on new, requeued or cancelled requests, admits due ones under the
   admission lock and posts them to their renderers;
 - `render.receipts` polls live attempts in batches, renews leases from real receipts, stops
@@ -36,17 +36,17 @@ from deckyard.render.control.attempts import (
 from deckyard.render.control.client import Rejection, RendererClient
 from deckyard.render.control.receipts import ReceiptPoller
 from deckyard.render.control.repository import (
-    WorkerChangedConcurrently,
-    WorkerSeen,
+    RendererChangedConcurrently,
+    RendererSeen,
+    renderer_differs,
+    renderer_list,
+    renderer_upsert_if_changed,
     request_next_due,
-    worker_differs,
-    worker_list,
-    worker_upsert_if_changed,
 )
 from deckyard.render.control.results import ResultCommitter
-from deckyard.render.control.sources import WorkerSources
-from deckyard.render.control.status import WAKE_RENDER, AttemptState, WorkerState
-from deckyard.render.errors import RenderErrorCode
+from deckyard.render.control.sources import RendererSources
+from deckyard.render.control.status import WAKE_RENDER, AttemptState, RendererState
+from deckyard.render.protocol import RenderErrorCode
 from deckyard.storage import ArtifactStore
 
 log = logging.getLogger(__name__)
@@ -59,7 +59,7 @@ class Coordinator:
         self,
         db: Database,
         settings: Settings,
-        sources: WorkerSources,
+        sources: RendererSources,
         store: ArtifactStore,
         clock: Clock,
         transport: httpx.AsyncBaseTransport | None = None,
@@ -70,9 +70,9 @@ class Coordinator:
         self.clock = clock
         self.client = RendererClient(settings.render_http_timeout_seconds, clock, transport)
         self.committer = ResultCommitter(db, settings, self.client, store, clock)
-        self.worker_names: dict[int, str] = {}
+        self.renderer_names: dict[int, str] = {}
         self.receipts = ReceiptPoller(
-            db, settings, self.client, sources, self.committer, self.worker_names, clock
+            db, settings, self.client, sources, self.committer, self.renderer_names, clock
         )
         self.epoch_reconciled = 0
         self.recovered = 0
@@ -124,43 +124,45 @@ class Coordinator:
     async def probe_once(self) -> Tick:
         """Probe every renderer over HTTP; write its row only when something changed."""
         async with self.db.read_connection() as conn:
-            known = {w.name: w for w in await worker_list(conn)}
-        self.worker_names.update({w.id: w.name for w in known.values()})
+            known = {w.name: w for w in await renderer_list(conn)}
+        self.renderer_names.update({w.id: w.name for w in known.values()})
         wrote = False
         for source in self.sources.all():
             caps = await self.client.capabilities(source.url, source.secret)
             if caps is None:
-                seen = WorkerSeen(source.name, source.url, WorkerState.DOWN, error="unreachable")
+                seen = RendererSeen(
+                    source.name, source.url, RendererState.DOWN, error="unreachable"
+                )
             else:
-                seen = WorkerSeen(
+                seen = RendererSeen(
                     source.name,
                     source.url,
-                    WorkerState.UP,
-                    renderer_id=caps.worker_id,
+                    RendererState.UP,
+                    renderer_id=caps.renderer_id,
                     epoch=caps.epoch,
                     slots=caps.slots,
                 )
             before = known.get(source.name)
-            if not worker_differs(before, seen):
+            if not renderer_differs(before, seen):
                 continue
             try:
-                await self._record_worker(before, seen)
-            except WorkerChangedConcurrently:
+                await self._record_renderer(before, seen)
+            except RendererChangedConcurrently:
                 self.probe_loop.poke()
             wrote = True
         if wrote:
             self.dispatch_loop.poke()
         return Tick(due_in=self.settings.render_probe_interval_seconds)
 
-    async def _record_worker(self, before: Any, seen: WorkerSeen) -> None:
+    async def _record_renderer(self, before: Any, seen: RendererSeen) -> None:
         now = self.clock.now()
         async with self.db.write_transaction() as conn:
-            worker = await worker_upsert_if_changed(conn, before, seen, now)
+            renderer = await renderer_upsert_if_changed(conn, before, seen, now)
             if seen.epoch is not None and (before is None or before.epoch != seen.epoch):
                 lost = await attempts_reconcile_epoch(
                     self.db,
                     conn,
-                    worker.id,
+                    renderer.id,
                     seen.epoch,
                     now,
                     self.settings.render_retry_after_seconds,
@@ -173,8 +175,8 @@ class Coordinator:
                         seen.epoch,
                         len(lost),
                     )
-        self.worker_names[worker.id] = worker.name
-        log.info("renderer %s is %s (epoch %s)", seen.name, seen.state, worker.epoch)
+        self.renderer_names[renderer.id] = renderer.name
+        log.info("renderer %s is %s (epoch %s)", seen.name, seen.state, renderer.epoch)
 
     # --- dispatch -----------------------------------------------------------------------------
 
@@ -205,19 +207,19 @@ class Coordinator:
         A slot freed later wakes this loop (`WAKE_RENDER`), as does a renderer coming up.
         """
         async with self.db.read_transaction() as conn:
-            workers = await worker_list(conn)
+            renderers = await renderer_list(conn)
             occ = await occupancy_snapshot(conn)
         if occ.total >= self.settings.render_global_cap:
             return False
         names = self.sources.names()
-        for w in workers:
-            usable = w.state is WorkerState.UP and w.epoch is not None and w.name in names
+        for w in renderers:
+            usable = w.state is RendererState.UP and w.epoch is not None and w.name in names
             if usable and len(occ.taken.get((w.id, w.epoch or ""), ())) < w.slots:
                 return True
         return False
 
     async def _dispatch(self, item: Admitted) -> None:
-        source = self.sources.get(item.worker.name)
+        source = self.sources.get(item.renderer.name)
         if source is None:
             return
         body = {

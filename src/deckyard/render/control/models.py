@@ -1,4 +1,4 @@
-"""Render workers, requests and attempts as plain values."""
+"""Renderers, render requests and attempts as plain values."""
 
 from __future__ import annotations
 
@@ -9,15 +9,15 @@ from typing import Any
 from sqlalchemy import Row
 
 from deckyard.render.control.schema import render_attempts, render_requests, render_workers
-from deckyard.render.control.status import AttemptState, RequestStatus, WorkerState
+from deckyard.render.control.status import AttemptState, RendererState, RequestStatus
 
-WORKER_COLUMNS = tuple(render_workers.c)
+RENDERER_COLUMNS = tuple(render_workers.c)
 REQUEST_COLUMNS = tuple(render_requests.c)
 ATTEMPT_COLUMNS = tuple(render_attempts.c)
 
 
 @dataclass(frozen=True)
-class RenderWorker:
+class Renderer:
     """One renderer as the control plane last saw it."""
 
     id: int
@@ -26,16 +26,16 @@ class RenderWorker:
     renderer_id: str | None
     epoch: str | None
     slots: int
-    state: WorkerState
+    state: RendererState
     error: str | None
     created_at: datetime
     updated_at: datetime
 
     @classmethod
-    def from_row(cls, row: Row[Any]) -> RenderWorker:
-        """Build from a row selected with `WORKER_COLUMNS`."""
+    def from_row(cls, row: Row[Any]) -> Renderer:
+        """Build from a row selected with `RENDERER_COLUMNS`."""
         values = row._asdict()
-        values["state"] = WorkerState(values["state"])
+        values["state"] = RendererState(values["state"])
         return cls(**values)
 
 
@@ -85,8 +85,10 @@ class RenderAttempt:
     request_id: int
     attempt_key: str
     workspace_id: str
-    worker_id: int
-    worker_epoch: str
+    renderer_row_id: int
+    """`render_workers.id` of the renderer holding the slot (column `worker_id`)."""
+    renderer_epoch: str
+    """The renderer's epoch when the slot was taken (column `worker_epoch`)."""
     slot: int
     active_occupancy: int
     status: AttemptState
@@ -105,4 +107,6 @@ class RenderAttempt:
         """Build from a row selected with `ATTEMPT_COLUMNS`."""
         values = row._asdict()
         values["status"] = AttemptState(values["status"])
+        values["renderer_row_id"] = values.pop("worker_id")
+        values["renderer_epoch"] = values.pop("worker_epoch")
         return cls(**values)

@@ -32,10 +32,9 @@ from deckyard.render.control.repository import (
     requests_running_overdue_or_cancelled,
 )
 from deckyard.render.control.results import ResultCommitter
-from deckyard.render.control.sources import WorkerSource, WorkerSources
+from deckyard.render.control.sources import RendererSource, RendererSources
 from deckyard.render.control.status import AttemptState, RequestStatus
-from deckyard.render.errors import RenderErrorCode, is_retryable
-from deckyard.render.worker.models import AttemptStatus, Receipt
+from deckyard.render.protocol import AttemptStatus, Receipt, RenderErrorCode, is_retryable
 
 log = logging.getLogger(__name__)
 LIVE = (AttemptStatus.ACCEPTED, AttemptStatus.RUNNING, AttemptStatus.CLEANING)
@@ -66,9 +65,9 @@ class ReceiptPoller:
         db: Database,
         settings: Settings,
         client: RendererClient,
-        sources: WorkerSources,
+        sources: RendererSources,
         committer: ResultCommitter,
-        worker_names: dict[int, str],
+        renderer_names: dict[int, str],
         clock: Clock,
     ) -> None:
         self.db = db
@@ -76,7 +75,7 @@ class ReceiptPoller:
         self.client = client
         self.sources = sources
         self.committer = committer
-        self.worker_names = worker_names
+        self.renderer_names = renderer_names
         self.clock = clock
         self.stats = ReceiptStats()
         self._unknown_since: dict[int, float] = {}
@@ -85,8 +84,8 @@ class ReceiptPoller:
         """Attempts whose result is committed; a poll that read the attempt list before that
         commit must not download it again (a failed download stays eligible for a retry)."""
 
-    def _source(self, attempt: RenderAttempt) -> WorkerSource | None:
-        name = self.worker_names.get(attempt.worker_id)
+    def _source(self, attempt: RenderAttempt) -> RendererSource | None:
+        name = self.renderer_names.get(attempt.renderer_row_id)
         return self.sources.get(name) if name is not None else None
 
     async def pass_once(self) -> bool:
@@ -100,18 +99,18 @@ class ReceiptPoller:
             return False
         stop_ids = {r.id: r for r in stopping}
         await self._stop(stopping, [a for a in active if a.request_id in stop_ids], now)
-        by_worker: dict[int, list[RenderAttempt]] = defaultdict(list)
+        by_renderer: dict[int, list[RenderAttempt]] = defaultdict(list)
         for attempt in active:
             if attempt.request_id not in stop_ids:
-                by_worker[attempt.worker_id].append(attempt)
+                by_renderer[attempt.renderer_row_id].append(attempt)
         live_ids = {a.id for a in active}
         for gone in set(self._unknown_since) - live_ids:
             del self._unknown_since[gone]
         self._fetched_ids &= live_ids
-        for attempts in by_worker.values():
+        for attempts in by_renderer.values():
             source = self._source(attempts[0])
             if source is not None:
-                await self._poll_worker(source, attempts)
+                await self._poll_renderer(source, attempts)
         return True
 
     async def _stop(
@@ -159,7 +158,7 @@ class ReceiptPoller:
                         from_status=[RequestStatus.RUNNING.value],
                     )
 
-    async def _poll_worker(self, source: WorkerSource, attempts: list[RenderAttempt]) -> None:
+    async def _poll_renderer(self, source: RendererSource, attempts: list[RenderAttempt]) -> None:
         self.stats.polls += 1
         receipts = await self.client.receipts(
             source.url, source.secret, [a.attempt_key for a in attempts]
@@ -176,7 +175,7 @@ class ReceiptPoller:
             receipt = by_key.get(attempt.attempt_key)
             if receipt is None:
                 continue
-            if receipt.epoch != attempt.worker_epoch:
+            if receipt.epoch != attempt.renderer_epoch:
                 self.stats.epoch_reconciled += 1
                 plan.ends.append(
                     (
@@ -253,7 +252,9 @@ class ReceiptPoller:
                     now=now,
                 )
 
-    def _start_fetch(self, attempt: RenderAttempt, receipt: Receipt, source: WorkerSource) -> None:
+    def _start_fetch(
+        self, attempt: RenderAttempt, receipt: Receipt, source: RendererSource
+    ) -> None:
         running = self._fetching.get(attempt.id)
         if attempt.id in self._fetched_ids or (running is not None and not running.done()):
             return

@@ -1,4 +1,4 @@
-"""Statements on render requests and workers (noun-first: `request_*`, `worker_*`).
+"""Statements on render requests and renderers (noun-first: `request_*`, `renderer_*`).
 
 Every state change is guarded in its WHERE clause and returns whether it applied; callers check.
 Request state changes wake `WAKE_REQUESTS` (waiters) and `WAKE_RENDER` (the coordinator) at
@@ -17,10 +17,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from deckyard.db import Database
 from deckyard.render.control.models import (
+    RENDERER_COLUMNS,
     REQUEST_COLUMNS,
-    WORKER_COLUMNS,
+    Renderer,
     RenderRequest,
-    RenderWorker,
 )
 from deckyard.render.control.schema import (
     ACTIVE_REQUEST_PREDICATE,
@@ -31,10 +31,10 @@ from deckyard.render.control.status import (
     ACTIVE_REQUEST,
     WAKE_RENDER,
     WAKE_REQUESTS,
+    RendererState,
     RequestStatus,
-    WorkerState,
 )
-from deckyard.render.errors import RenderErrorCode
+from deckyard.render.protocol import RenderErrorCode
 
 R = render_requests
 W = render_workers
@@ -306,28 +306,28 @@ async def request_cancel_for_jobs(
     return touched
 
 
-async def worker_list(conn: AsyncConnection) -> list[RenderWorker]:
+async def renderer_list(conn: AsyncConnection) -> list[Renderer]:
     """Every known renderer."""
-    rows = await conn.execute(select(*WORKER_COLUMNS).order_by(W.c.id))
-    return [RenderWorker.from_row(r) for r in rows]
+    rows = await conn.execute(select(*RENDERER_COLUMNS).order_by(W.c.id))
+    return [Renderer.from_row(r) for r in rows]
 
 
 @dataclass(frozen=True)
-class WorkerSeen:
+class RendererSeen:
     """What a probe learnt about a renderer: None fields when it did not answer."""
 
     name: str
     url: str
-    state: WorkerState
+    state: RendererState
     renderer_id: str | None = None
     epoch: str | None = None
     slots: int | None = None
     error: str | None = None
 
 
-async def worker_upsert_if_changed(
-    conn: AsyncConnection, known: RenderWorker | None, seen: WorkerSeen, now: datetime
-) -> RenderWorker:
+async def renderer_upsert_if_changed(
+    conn: AsyncConnection, known: Renderer | None, seen: RendererSeen, now: datetime
+) -> Renderer:
     """Insert the renderer, or update its row when url, epoch, slots or state changed.
 
     An unreachable renderer keeps its last epoch and slots: only its state changes.
@@ -341,29 +341,29 @@ async def worker_upsert_if_changed(
             await conn.execute(
                 W.insert()
                 .values(name=seen.name, created_at=now, updated_at=now, **values)
-                .returning(*WORKER_COLUMNS)
+                .returning(*RENDERER_COLUMNS)
             )
         ).one()
-        return RenderWorker.from_row(row)
+        return Renderer.from_row(row)
     updated = (
         await conn.execute(
             update(W)
             .where(W.c.id == known.id, W.c.updated_at == known.updated_at)
             .values(updated_at=now, **values)
-            .returning(*WORKER_COLUMNS)
+            .returning(*RENDERER_COLUMNS)
         )
     ).first()
     if updated is None:
-        raise WorkerChangedConcurrently(seen.name)
-    return RenderWorker.from_row(updated)
+        raise RendererChangedConcurrently(seen.name)
+    return Renderer.from_row(updated)
 
 
-class WorkerChangedConcurrently(Exception):
-    """Another node updated the worker row between our read and our write; probe again."""
+class RendererChangedConcurrently(Exception):
+    """Another node updated the renderer row between our read and our write; probe again."""
 
 
-def worker_differs(known: RenderWorker | None, seen: WorkerSeen) -> bool:
-    """Whether writing `seen` would change anything about the stored worker."""
+def renderer_differs(known: Renderer | None, seen: RendererSeen) -> bool:
+    """Whether writing `seen` would change anything about the stored renderer."""
     if known is None:
         return True
     if known.url != seen.url or known.state is not seen.state or known.error != seen.error:

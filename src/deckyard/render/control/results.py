@@ -20,10 +20,9 @@ from deckyard.db import Database
 from deckyard.render.control.attempts import ResultRefused, attempt_end, result_commit
 from deckyard.render.control.client import ArtifactMismatch, RendererClient
 from deckyard.render.control.models import RenderAttempt
-from deckyard.render.control.sources import WorkerSource
+from deckyard.render.control.sources import RendererSource
 from deckyard.render.control.status import AttemptState
-from deckyard.render.errors import RenderErrorCode
-from deckyard.render.worker.models import Receipt
+from deckyard.render.protocol import Receipt, RenderErrorCode
 from deckyard.storage import ArtifactStore
 
 log = logging.getLogger(__name__)
@@ -70,7 +69,7 @@ class ResultCommitter:
         self.stats = ResultStats()
 
     async def fetch_and_commit(
-        self, attempt: RenderAttempt, receipt: Receipt, source: WorkerSource
+        self, attempt: RenderAttempt, receipt: Receipt, source: RendererSource
     ) -> bool:
         """Download, verify, store and commit; True when the result became the request's."""
         info = receipt.artifact
@@ -99,8 +98,8 @@ class ResultCommitter:
             "sha256": info.sha256,
             "format": info.format,
             "content_type": info.content_type,
-            "worker": source.name,
-            "epoch": attempt.worker_epoch,
+            "renderer": source.name,
+            "epoch": attempt.renderer_epoch,
             "diagnostics": (
                 receipt.diagnostics.model_dump(mode="json") if receipt.diagnostics else None
             ),

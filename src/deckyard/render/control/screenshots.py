@@ -39,7 +39,7 @@ from deckyard.render.control.repository import (
 from deckyard.render.control.spec import ScreenshotSpec
 from deckyard.render.control.status import RequestStatus
 from deckyard.render.control.wait import wait_for_terminal
-from deckyard.render.errors import error_kind
+from deckyard.render.protocol import error_kind
 
 log = logging.getLogger(__name__)
 

@@ -17,10 +17,10 @@ from deckyard.render.control.admission import RenderQueueFull
 from deckyard.render.control.attempts import attempts_of_request, occupancy_snapshot
 from deckyard.render.control.coordinator import Coordinator
 from deckyard.render.control.models import RenderAttempt, RenderRequest
-from deckyard.render.control.repository import request_get, worker_list
+from deckyard.render.control.repository import renderer_list, request_get
 from deckyard.render.control.schema import render_requests
 from deckyard.render.control.screenshots import RENDER_QUEUE, SCREENSHOT_KIND, ScreenshotHandler
-from deckyard.render.control.sources import WorkerSources, configured_sources
+from deckyard.render.control.sources import RendererSources, configured_sources
 from deckyard.render.control.spec import ScreenshotSpec
 from deckyard.render.control.supervisor import Supervisor
 from deckyard.render.control.wait import wait_for_terminal
@@ -56,7 +56,7 @@ class RenderService:
         self.settings = settings
         self.clock = clock
         self.store = store or ArtifactStore.from_settings(settings)
-        self.sources = WorkerSources()
+        self.sources = RendererSources()
         for source in configured_sources(settings.renderer_urls, settings.renderer_secret):
             self.sources.put(source)
         if supervise is None:
@@ -195,10 +195,10 @@ class RenderService:
             return None
         return data, str(job.result.get("content_type") or "application/octet-stream")
 
-    async def workers(self) -> list[dict[str, Any]]:
+    async def renderers(self) -> list[dict[str, Any]]:
         """Every known renderer: url, epoch, slots, occupancy and state."""
         async with self.db.read_transaction() as conn:
-            rows = await worker_list(conn)
+            rows = await renderer_list(conn)
             occ = await occupancy_snapshot(conn)
         return [
             {

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
-class WorkerSource:
+class RendererSource:
     """How to reach one renderer: its stable name, its current URL and its shared secret."""
 
     name: str
@@ -14,13 +14,13 @@ class WorkerSource:
     secret: str
 
 
-class WorkerSources:
+class RendererSources:
     """The renderers this process can talk to, by name; the supervisor updates URLs on restart."""
 
     def __init__(self) -> None:
-        self._by_name: dict[str, WorkerSource] = {}
+        self._by_name: dict[str, RendererSource] = {}
 
-    def put(self, source: WorkerSource) -> None:
+    def put(self, source: RendererSource) -> None:
         """Add a renderer or replace how to reach it."""
         self._by_name[source.name] = source
 
@@ -28,11 +28,11 @@ class WorkerSources:
         """Forget a renderer."""
         self._by_name.pop(name, None)
 
-    def get(self, name: str) -> WorkerSource | None:
+    def get(self, name: str) -> RendererSource | None:
         """The source called `name`, if this process knows it."""
         return self._by_name.get(name)
 
-    def all(self) -> list[WorkerSource]:
+    def all(self) -> list[RendererSource]:
         """Every known source, by name."""
         return [self._by_name[n] for n in sorted(self._by_name)]
 
@@ -41,12 +41,13 @@ class WorkerSources:
         return set(self._by_name)
 
 
-def configured_sources(urls: list[str], secret: str | None) -> list[WorkerSource]:
+def configured_sources(urls: list[str], secret: str | None) -> list[RendererSource]:
     """Sources for `DECKYARD_RENDERER_URLS`, all under `DECKYARD_RENDERER_SECRET`."""
     if urls and not secret:
         raise ValueError(
             "DECKYARD_RENDERER_URLS needs DECKYARD_RENDERER_SECRET, the renderers' shared secret"
         )
     return [
-        WorkerSource(name=url.rstrip("/"), url=url.rstrip("/"), secret=secret or "") for url in urls
+        RendererSource(name=url.rstrip("/"), url=url.rstrip("/"), secret=secret or "")
+        for url in urls
     ]

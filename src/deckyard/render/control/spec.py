@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from deckyard.render.worker.models import WaitRules
+from deckyard.render.protocol import WaitRules
 
 
 class ScreenshotSpec(BaseModel):

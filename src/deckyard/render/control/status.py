@@ -1,11 +1,11 @@
-"""States of render workers, requests and attempts, and the control plane's own error codes."""
+"""States of renderers, render requests and attempts, and the control plane's own error codes."""
 
 from __future__ import annotations
 
 from enum import StrEnum
 
 
-class WorkerState(StrEnum):
+class RendererState(StrEnum):
     """Whether a renderer answered its last probe."""
 
     UP = "up"
@@ -50,7 +50,7 @@ ACTIVE_ATTEMPT = (AttemptState.ADMITTED.value, AttemptState.RUNNING.value)
 
 
 class ControlErrorCode(StrEnum):
-    """Error codes the control plane itself raises (the renderer's live in `render.errors`)."""
+    """Error codes the control plane itself raises (the renderer's live in `render.protocol`)."""
 
     QUEUE_FULL = "RENDER_QUEUE_FULL"
     NO_RENDERER = "RENDER_NO_RENDERER"

@@ -28,8 +28,8 @@ from typing import Any
 from deckyard.clock import Clock
 from deckyard.config import Settings
 from deckyard.jobs import Loop, Tick
-from deckyard.render.control.sources import WorkerSource, WorkerSources
-from deckyard.render.worker.processes import become_subreaper, kill_groups, reap_adopted
+from deckyard.render.control.sources import RendererSource, RendererSources
+from deckyard.render.processes import become_subreaper, kill_groups, reap_adopted
 
 log = logging.getLogger(__name__)
 PR_SET_PDEATHSIG = 1
@@ -69,7 +69,7 @@ class Supervisor:
     def __init__(
         self,
         settings: Settings,
-        sources: WorkerSources,
+        sources: RendererSources,
         clock: Clock,
         *,
         count: int,
@@ -155,7 +155,7 @@ class Supervisor:
         env = {
             **os.environ,
             "DECKYARD_RENDERER_SECRET": self.secret,
-            "DECKYARD_RENDERER_WORKER_ID": renderer.name,
+            "DECKYARD_RENDERER_ID": renderer.name,
             "DECKYARD_RENDERER_HOST": "127.0.0.1",
         }
         cmd = [
@@ -190,7 +190,7 @@ class Supervisor:
         renderer.url, renderer.epoch = str(ready["url"]), str(ready["epoch"])
         renderer.starts += 1
         renderer.epochs.append(renderer.epoch)
-        self.sources.put(WorkerSource(renderer.name, renderer.url, self.secret))
+        self.sources.put(RendererSource(renderer.name, renderer.url, self.secret))
         log.info(
             "renderer %s listening on %s (epoch %s)", renderer.name, renderer.url, renderer.epoch
         )

@@ -23,7 +23,7 @@ from playwright.async_api import Browser, CDPSession, Playwright, async_playwrig
 from playwright.async_api import Error as PlaywrightError
 
 from deckyard.config import Settings
-from deckyard.render.worker.processes import (
+from deckyard.render.processes import (
     BROWSER_ENV,
     browser_main_pgid,
     children_of,

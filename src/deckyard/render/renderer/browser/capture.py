@@ -18,12 +18,11 @@ from playwright.async_api import Browser, BrowserContext, CDPSession, Page
 from playwright.async_api import Error as PlaywrightError
 
 from deckyard.config import Settings
-from deckyard.render.errors import RenderErrorCode
-from deckyard.render.worker.diagnostics import DiagnosticsCollector
-from deckyard.render.worker.models import RenderInput, Timings
-from deckyard.render.worker.proxy import BLOCKED_HEADER, EgressProxy
-from deckyard.render.worker.ssrf import UrlGuard
-from deckyard.render.worker.tabs import DocumentTab, close_context
+from deckyard.render.protocol import RenderErrorCode, RenderInput, Timings
+from deckyard.render.renderer.browser.diagnostics import DiagnosticsCollector
+from deckyard.render.renderer.browser.tabs import DocumentTab, close_context
+from deckyard.render.renderer.proxy import BLOCKED_HEADER, EgressProxy
+from deckyard.render.renderer.ssrf import UrlGuard
 
 
 class RenderFailure(Exception):

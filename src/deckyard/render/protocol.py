@@ -1,7 +1,14 @@
-"""Request, receipt and diagnostics models of the renderer's control API, and input limits.
+"""The renderer's wire protocol: request, receipt and capabilities models, error codes, headers.
 
-Pydantic checks shapes; `check_limits` checks the bounds that come from settings (dimensions,
-pixels, scale, document size, timeout), so both produce a 422 naming the offending field.
+Both sides import this module and nothing else of each other: the control plane
+(`render.control`) and the renderer process (`render.renderer`), as well as `decks` for the
+diagnostics a validation reads. Pydantic checks shapes; `check_limits` checks the bounds that come
+from settings (dimensions, pixels, scale, document size, timeout), so both produce a 422 naming
+the offending field.
+
+Error codes say who is to blame. The control plane retries infrastructure failures on another
+attempt and never retries content failures; a cancellation is neither. Keeping the split in one
+table means the two kinds cannot be confused by a caller matching on strings.
 """
 
 from __future__ import annotations
@@ -19,6 +26,17 @@ ATTEMPT_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 IMAGE_FORMATS = ("png", "jpeg", "webp", "pdf")
 DEFAULT_WIDTH = 1920
 DEFAULT_HEIGHT = 1080
+SIGNATURE_HEADER = "X-Deckyard-Signature"
+"""`v1=<hex>` HMAC of the request; see `render.signing`."""
+TIMESTAMP_HEADER = "X-Deckyard-Timestamp"
+"""Unix seconds the signature was made at, checked against a clock-skew window."""
+ARTIFACT_SHA256_HEADER = "X-Deckyard-Artifact-Sha256"
+"""SHA-256 of an artefact body, sent with `GET /v1/attempts/{id}/artifact`."""
+ARTIFACT_SIZE_HEADER = "X-Deckyard-Artifact-Size"
+"""Byte size of an artefact body."""
+ATTEMPT_ID_HEADER = "X-Deckyard-Attempt-Id"
+"""The attempt an artefact or error response belongs to."""
+
 CONTENT_TYPES = {
     "png": "image/png",
     "jpeg": "image/jpeg",
@@ -154,7 +172,7 @@ class Receipt(BaseModel):
 
     attempt_id: str
     status: AttemptStatus
-    worker_id: str
+    renderer_id: str
     epoch: str
     slot: int | None = None
     error_code: str | None = None
@@ -168,7 +186,7 @@ class Receipt(BaseModel):
 class Capabilities(BaseModel):
     """`GET /v1/capabilities`: who this renderer is and what it can do."""
 
-    worker_id: str
+    renderer_id: str
     epoch: str
     slots: int
     free_slots: int
@@ -232,3 +250,83 @@ def check_limits(render: RenderInput, settings: Settings) -> list[FieldProblem]:
     if render.wait.delay_ms / 1000 > settings.renderer_max_timeout_seconds:
         problems.append(FieldProblem("wait.delay_ms", "must be shorter than the maximum timeout"))
     return problems
+
+
+class ErrorKind(StrEnum):
+    """Who is to blame for a failed render."""
+
+    INFRASTRUCTURE = "infrastructure"
+    CONTENT = "content"
+    CANCELLED = "cancelled"
+
+
+class RenderErrorCode(StrEnum):
+    """Every error code a renderer can report in a receipt or an HTTP error body."""
+
+    SERVICE_UNAVAILABLE = "RENDER_SERVICE_UNAVAILABLE"
+    NO_FREE_SLOT = "RENDER_NO_FREE_SLOT"
+    RESULT_LOST = "RENDER_RESULT_LOST"
+    DEADLINE_EXCEEDED = "RENDER_DEADLINE_EXCEEDED"
+    BROWSER_CRASHED = "RENDER_BROWSER_CRASHED"
+    WORKER_STOPPED = "RENDER_WORKER_STOPPED"
+    INTERNAL_ERROR = "RENDER_INTERNAL_ERROR"
+    UNAUTHORIZED = "RENDER_UNAUTHORIZED"
+    CANCELLED = "RENDER_CANCELLED"
+    PAGE_ERROR = "RENDER_PAGE_ERROR"
+    NAVIGATION_FAILED = "RENDER_NAVIGATION_FAILED"
+    SSRF_BLOCKED = "RENDER_SSRF_BLOCKED"
+    INVALID_INPUT = "RENDER_INVALID_INPUT"
+    SELECTOR_NOT_FOUND = "RENDER_SELECTOR_NOT_FOUND"
+    WAIT_FAILED = "RENDER_WAIT_FAILED"
+    OUTPUT_TOO_LARGE = "RENDER_OUTPUT_TOO_LARGE"
+    ATTEMPT_CONFLICT = "RENDER_ATTEMPT_CONFLICT"
+
+
+_KIND: dict[RenderErrorCode, ErrorKind] = {
+    RenderErrorCode.SERVICE_UNAVAILABLE: ErrorKind.INFRASTRUCTURE,
+    RenderErrorCode.NO_FREE_SLOT: ErrorKind.INFRASTRUCTURE,
+    RenderErrorCode.RESULT_LOST: ErrorKind.INFRASTRUCTURE,
+    RenderErrorCode.DEADLINE_EXCEEDED: ErrorKind.INFRASTRUCTURE,
+    RenderErrorCode.BROWSER_CRASHED: ErrorKind.INFRASTRUCTURE,
+    RenderErrorCode.WORKER_STOPPED: ErrorKind.INFRASTRUCTURE,
+    RenderErrorCode.INTERNAL_ERROR: ErrorKind.INFRASTRUCTURE,
+    RenderErrorCode.UNAUTHORIZED: ErrorKind.INFRASTRUCTURE,
+    RenderErrorCode.CANCELLED: ErrorKind.CANCELLED,
+    RenderErrorCode.PAGE_ERROR: ErrorKind.CONTENT,
+    RenderErrorCode.NAVIGATION_FAILED: ErrorKind.CONTENT,
+    RenderErrorCode.SSRF_BLOCKED: ErrorKind.CONTENT,
+    RenderErrorCode.INVALID_INPUT: ErrorKind.CONTENT,
+    RenderErrorCode.SELECTOR_NOT_FOUND: ErrorKind.CONTENT,
+    RenderErrorCode.WAIT_FAILED: ErrorKind.CONTENT,
+    RenderErrorCode.OUTPUT_TOO_LARGE: ErrorKind.CONTENT,
+    RenderErrorCode.ATTEMPT_CONFLICT: ErrorKind.CONTENT,
+}
+
+_NOT_RETRYABLE_INFRASTRUCTURE = frozenset({RenderErrorCode.UNAUTHORIZED})
+
+
+def error_kind(code: RenderErrorCode | str) -> ErrorKind:
+    """The kind of `code`; an unrecognised code counts as infrastructure, the safe guess."""
+    try:
+        return _KIND[RenderErrorCode(code)]
+    except ValueError:
+        return ErrorKind.INFRASTRUCTURE
+
+
+def is_infrastructure(code: RenderErrorCode | str) -> bool:
+    """Whether `code` blames the renderer or its surroundings rather than the page."""
+    return error_kind(code) is ErrorKind.INFRASTRUCTURE
+
+
+def is_retryable(code: RenderErrorCode | str) -> bool:
+    """Whether another attempt could succeed: infrastructure failures except bad credentials.
+
+    A deadline counts as retryable; the control plane bounds retries by the request's own
+    deadline, so a page that always hangs still ends as `RENDER_DEADLINE_EXCEEDED`.
+    """
+    if not is_infrastructure(code):
+        return False
+    try:
+        return RenderErrorCode(code) not in _NOT_RETRYABLE_INFRASTRUCTURE
+    except ValueError:
+        return True

@@ -15,7 +15,7 @@ import contextlib
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
-from deckyard.render.worker.ssrf import UrlGuard, Verdict, split_host
+from deckyard.render.renderer.ssrf import UrlGuard, Verdict, split_host
 
 BLOCKED_HEADER = "X-Deckyard-Blocked"
 _MAX_HEAD = 64 * 1024

@@ -17,9 +17,9 @@ from collections.abc import Coroutine
 from typing import Any
 
 from deckyard.config import Settings
-from deckyard.render.worker.models import DEFAULT_HEIGHT, DEFAULT_WIDTH, RenderInput
-from deckyard.render.worker.pool import BrowserHandle, BrowserPool
-from deckyard.render.worker.tabs import CleanupTimeoutError, DocumentTab
+from deckyard.render.protocol import DEFAULT_HEIGHT, DEFAULT_WIDTH, RenderInput
+from deckyard.render.renderer.browser.pool import BrowserHandle, BrowserPool
+from deckyard.render.renderer.browser.tabs import CleanupTimeoutError, DocumentTab
 
 log = logging.getLogger(__name__)
 

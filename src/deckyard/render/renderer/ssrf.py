@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from deckyard.render.errors import RenderErrorCode
+from deckyard.render.protocol import RenderErrorCode
 
 Resolver = Callable[[str, int], Awaitable[list[str]]]
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address

@@ -27,22 +27,24 @@ from playwright.async_api import Error as PlaywrightError
 
 from deckyard.clock import Clock
 from deckyard.config import Settings
-from deckyard.render.errors import RenderErrorCode, error_kind, is_retryable
-from deckyard.render.worker.capture import CaptureSession, RenderFailure
-from deckyard.render.worker.diagnostics import DiagnosticsCollector
-from deckyard.render.worker.models import (
+from deckyard.render.protocol import (
     CONTENT_TYPES,
     ArtifactInfo,
     AttemptStatus,
     Diagnostics,
     Receipt,
+    RenderErrorCode,
     RenderInput,
     Timings,
+    error_kind,
+    is_retryable,
 )
-from deckyard.render.worker.pool import BrowserHandle, BrowserPool
-from deckyard.render.worker.ssrf import UrlGuard
-from deckyard.render.worker.tab_pool import TabPool
-from deckyard.render.worker.tabs import CleanupTimeoutError, DocumentTab
+from deckyard.render.renderer.browser.capture import CaptureSession, RenderFailure
+from deckyard.render.renderer.browser.diagnostics import DiagnosticsCollector
+from deckyard.render.renderer.browser.pool import BrowserHandle, BrowserPool
+from deckyard.render.renderer.browser.tab_pool import TabPool
+from deckyard.render.renderer.browser.tabs import CleanupTimeoutError, DocumentTab
+from deckyard.render.renderer.ssrf import UrlGuard
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +94,7 @@ class AttemptRegistry:
         guard: UrlGuard,
         root: Path,
         clock: Clock,
-        worker_id: str,
+        renderer_id: str,
         epoch: str,
     ) -> None:
         self._settings = settings
@@ -105,7 +107,7 @@ class AttemptRegistry:
         self._attempts: dict[str, Attempt] = {}
         self._free = list(range(settings.renderer_slots))
         self._stopping = False
-        self.worker_id = worker_id
+        self.renderer_id = renderer_id
         self.epoch = epoch
 
     @property
@@ -145,14 +147,14 @@ class AttemptRegistry:
             return Receipt(
                 attempt_id=attempt_id,
                 status=AttemptStatus.UNKNOWN,
-                worker_id=self.worker_id,
+                renderer_id=self.renderer_id,
                 epoch=self.epoch,
             )
         code = attempt.error_code
         return Receipt(
             attempt_id=attempt_id,
             status=attempt.status,
-            worker_id=self.worker_id,
+            renderer_id=self.renderer_id,
             epoch=self.epoch,
             slot=attempt.slot if not attempt.status.terminal else None,
             error_code=code,

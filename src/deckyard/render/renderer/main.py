@@ -1,7 +1,7 @@
 """`deckyard renderer`: start the watchdog, the runtime and the HTTP server, and stop cleanly.
 
 On start the renderer prints one JSON line to stdout, `{"event": "listening", "url": ...,
-"worker_id": ..., "epoch": ..., "pid": ...}`, once it accepts requests; supervisors and tests
+"renderer_id": ..., "epoch": ..., "pid": ...}`, once it accepts requests; supervisors and tests
 read it to learn the port when `--port 0` was given. SIGTERM or SIGINT stop it gracefully: active
 attempts fail with `RENDER_WORKER_STOPPED`, browsers close, the temp root is removed.
 """
@@ -24,10 +24,10 @@ from pathlib import Path
 import uvicorn
 
 from deckyard.config import Settings
-from deckyard.render.worker.app import create_app
-from deckyard.render.worker.pool import ChromiumNotFoundError
-from deckyard.render.worker.processes import EPOCH_ENV
-from deckyard.render.worker.runtime import RendererRuntime
+from deckyard.render.processes import EPOCH_ENV
+from deckyard.render.renderer.app import create_app
+from deckyard.render.renderer.browser.pool import ChromiumNotFoundError
+from deckyard.render.renderer.runtime import RendererRuntime
 
 log = logging.getLogger("deckyard.renderer")
 
@@ -54,7 +54,7 @@ def start_watchdog(epoch: str, root: Path, settings: Settings) -> subprocess.Pop
         [
             sys.executable,
             "-m",
-            "deckyard.render.worker.watchdog",
+            "deckyard.render.renderer.browser.watchdog",
             "--tag",
             epoch,
             "--parent",
@@ -100,11 +100,11 @@ async def serve(settings: Settings) -> None:
     try:
         sock = _bind(settings.renderer_host, settings.renderer_port)
         host, port = sock.getsockname()[:2]
-        worker_id = settings.renderer_worker_id or f"{socket.gethostname()}:{port}"
+        renderer_id = settings.renderer_id or f"{socket.gethostname()}:{port}"
         runtime = RendererRuntime(
             settings,
             epoch=epoch,
-            worker_id=worker_id,
+            renderer_id=renderer_id,
             root=root,
             on_process_group=lambda pgid: _tell_watchdog(watchdog, pgid),
         )
@@ -119,7 +119,7 @@ async def serve(settings: Settings) -> None:
         ready = {
             "event": "listening",
             "url": f"http://{shown}:{port}",
-            "worker_id": worker_id,
+            "renderer_id": renderer_id,
             "epoch": epoch,
             "pid": os.getpid(),
         }

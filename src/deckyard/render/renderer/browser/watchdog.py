@@ -18,7 +18,7 @@ import signal
 import sys
 import time
 
-from deckyard.render.worker.processes import EPOCH_ENV, kill_groups, kill_tagged, tagged_pids
+from deckyard.render.processes import EPOCH_ENV, kill_groups, kill_tagged, tagged_pids
 
 
 def sweep(

@@ -15,7 +15,7 @@ from typing import Any
 from playwright.async_api import ConsoleMessage, Page, Request
 from playwright.async_api import Error as PlaywrightError
 
-from deckyard.render.worker.models import Diagnostics, RequestProblem, Timings
+from deckyard.render.protocol import Diagnostics, RequestProblem, Timings
 
 _BLOCKED_BY_US = "net::ERR_BLOCKED_BY_CLIENT"
 

@@ -14,20 +14,19 @@ from fastapi import Depends, FastAPI, Query, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 
-from deckyard.render.errors import RenderErrorCode
-from deckyard.render.worker.attempts import AttemptConflictError, NoFreeSlotError
-from deckyard.render.worker.models import (
+from deckyard.render.protocol import (
+    ARTIFACT_SHA256_HEADER,
+    ARTIFACT_SIZE_HEADER,
+    ATTEMPT_ID_HEADER,
     AttemptRequest,
     AttemptStatus,
     Receipt,
+    RenderErrorCode,
     RenderInput,
     check_limits,
 )
-from deckyard.render.worker.runtime import RendererRuntime
-
-ARTIFACT_SHA256_HEADER = "X-Deckyard-Artifact-Sha256"
-ARTIFACT_SIZE_HEADER = "X-Deckyard-Artifact-Size"
-ATTEMPT_ID_HEADER = "X-Deckyard-Attempt-Id"
+from deckyard.render.renderer.registry import AttemptConflictError, NoFreeSlotError
+from deckyard.render.renderer.runtime import RendererRuntime
 
 
 class ApiError(Exception):

@@ -18,11 +18,7 @@ from pathlib import Path
 
 from deckyard.clock import SYSTEM_CLOCK, Clock
 from deckyard.config import Settings
-from deckyard.render.signing import SignatureVerifier
-from deckyard.render.worker.attempts import AttemptRegistry
-from deckyard.render.worker.models import IMAGE_FORMATS, Capabilities
-from deckyard.render.worker.pool import BrowserPool
-from deckyard.render.worker.processes import (
+from deckyard.render.processes import (
     EPOCH_ENV,
     become_subreaper,
     children_of,
@@ -31,8 +27,12 @@ from deckyard.render.worker.processes import (
     reap_adopted,
     tagged_pids,
 )
-from deckyard.render.worker.ssrf import UrlGuard
-from deckyard.render.worker.tab_pool import TabPool
+from deckyard.render.protocol import IMAGE_FORMATS, Capabilities
+from deckyard.render.renderer.browser.pool import BrowserPool
+from deckyard.render.renderer.browser.tab_pool import TabPool
+from deckyard.render.renderer.registry import AttemptRegistry
+from deckyard.render.renderer.ssrf import UrlGuard
+from deckyard.render.signing import SignatureVerifier
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ class RendererRuntime:
         settings: Settings,
         *,
         epoch: str,
-        worker_id: str,
+        renderer_id: str,
         root: Path,
         clock: Clock = SYSTEM_CLOCK,
         on_process_group: Callable[[int], None] = lambda _pgid: None,
@@ -54,7 +54,7 @@ class RendererRuntime:
             raise ValueError("a renderer needs DECKYARD_RENDERER_SECRET")
         self.settings = settings
         self.epoch = epoch
-        self.worker_id = worker_id
+        self.renderer_id = renderer_id
         self.root = root
         self.verifier = SignatureVerifier(
             settings.renderer_secret, settings.renderer_signature_skew_seconds, clock
@@ -65,7 +65,7 @@ class RendererRuntime:
         self.pool = BrowserPool(settings, epoch, on_process_group)
         self.tabs = TabPool(settings, self.pool)
         self.registry = AttemptRegistry(
-            settings, self.pool, self.tabs, self.guard, root, clock, worker_id, epoch
+            settings, self.pool, self.tabs, self.guard, root, clock, renderer_id, epoch
         )
         self._protected: set[int] = set()
         self._loops: list[asyncio.Task[None]] = []
@@ -108,7 +108,7 @@ class RendererRuntime:
         """What `GET /v1/capabilities` answers."""
         settings = self.settings
         return Capabilities(
-            worker_id=self.worker_id,
+            renderer_id=self.renderer_id,
             epoch=self.epoch,
             slots=settings.renderer_slots,
             free_slots=self.registry.free_slots,

@@ -1,4 +1,4 @@
-"""Process hygiene for the renderer: subreaping, reaping, and killing tagged processes.
+"""Process hygiene for renderers and their supervisor: subreap, reap, kill tagged processes.
 
 Chromium forks helpers that outlive their parent when it crashes. The renderer marks itself a
 child subreaper (`PR_SET_CHILD_SUBREAPER`), so orphans are re-parented to it instead of to PID 1,
@@ -7,6 +7,9 @@ and reaps them. Every process the renderer starts inherits an environment tag
 carrying this tag" finds them wherever they were re-parented, which is also how the watchdog
 cleans up after a renderer that was itself SIGKILLed. Reading another process's environment needs
 the same user (or root); a process that changed its uid or became non-dumpable escapes the scan.
+
+It sits beside `protocol` rather than in `renderer/` because the supervisor in `control/` uses the
+same calls on the renderers it spawns, and the two packages do not import each other.
 """
 
 from __future__ import annotations

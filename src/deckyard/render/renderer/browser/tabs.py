@@ -35,10 +35,10 @@ from playwright.async_api import (
 from playwright.async_api import Error as PlaywrightError
 
 from deckyard.config import Settings
-from deckyard.render.worker.diagnostics import DiagnosticsCollector
-from deckyard.render.worker.models import RenderInput
-from deckyard.render.worker.pool import BrowserHandle
-from deckyard.render.worker.proxy import EgressProxy
+from deckyard.render.protocol import RenderInput
+from deckyard.render.renderer.browser.diagnostics import DiagnosticsCollector
+from deckyard.render.renderer.browser.pool import BrowserHandle
+from deckyard.render.renderer.proxy import EgressProxy
 
 DOCUMENT_URL = "http://document.deckyard.invalid/"
 DOCUMENT_HOST = "document.deckyard.invalid"

@@ -1,0 +1,1 @@
+"""Chromium under the renderer: the browser pool, tabs, capture, diagnostics and the watchdog."""

@@ -43,9 +43,9 @@ def deck_pages() -> tuple[list[Page], str | None]:
         return [], f"{folder.relative_to(ROOT)} does not exist"
     try:
         from deckyard.config import Settings
-        from deckyard.decks.compile import compile_deck
-        from deckyard.decks.limits import DeckLimits
-        from deckyard.decks.source import load_deck_folder
+        from deckyard.decks.compile.documents import compile_deck
+        from deckyard.decks.source.folder import load_deck_folder
+        from deckyard.decks.source.limits import DeckLimits
     except Exception as exc:  # the compiler is being built by others
         return [], f"deckyard.decks not importable ({exc})"
     try:

@@ -30,10 +30,10 @@ from deckyard.api.app import create_app
 from deckyard.api.schema import workspaces
 from deckyard.config import Settings
 from deckyard.decks.errors import DeckSourceError
-from deckyard.decks.limits import DeckLimits
 from deckyard.decks.service import DeckService
-from deckyard.decks.source import load_deck_folder
-from deckyard.decks.validation_model import Severity, ValidationResult, ValidationStatus
+from deckyard.decks.source.folder import load_deck_folder
+from deckyard.decks.source.limits import DeckLimits
+from deckyard.decks.validation.result import Severity, ValidationResult, ValidationStatus
 from deckyard.jobs import Job, JobStatus
 from deckyard.render.protocol import ErrorKind, error_kind
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from deckyard.config import Settings
-from deckyard.decks.build import verify_site_zip
-from deckyard.decks.limits import site_zip_limits
+from deckyard.decks.site.verify import verify_site_zip
+from deckyard.decks.source.limits import site_zip_limits
 from tests.e2e.conftest import DECKYARD, clean_env
 from tests.helpers.decks import EXAMPLE
 

@@ -1,19 +1,28 @@
-"""Deck fixtures for API tests: the example deck as a ZIP, hostile ZIPs, and row counts."""
+"""Deck test helpers: the example deck as a ZIP, hostile ZIPs, decks in memory, row counts."""
 
 from __future__ import annotations
 
+import base64
 import io
 import stat
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 from fastapi import FastAPI
 from sqlalchemy import func, select
 
 from deckyard.decks.schema import deck_assets, decks, page_versions, pages
+from deckyard.decks.source.deck_source import DeckSource
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "launch-deck"
 MANIFEST = b'title = "T"\n'
+PNG_1PX = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGP4z8DwHwAFAAH/iZk9HQAAAABJRU5ErkJggg=="
+)
+
+MakeDeck = Callable[..., DeckSource]
+"""Builds a `DeckSource` from page texts, assets and manifest fields (the `make_deck` fixture)."""
 
 
 def folder_zip(folder: Path = EXAMPLE) -> bytes:

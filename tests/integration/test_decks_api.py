@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from deckyard.decks.validation import is_validation_passed
+from deckyard.decks.validation.rules import is_validation_passed
 from deckyard.jobs import Runtime
 from tests.helpers.api import make_token, running_app
 from tests.helpers.decks import MANIFEST, counts, folder_zip, json_deck, make_zip

@@ -10,8 +10,8 @@ import struct
 
 import pytest
 
-from deckyard.decks.build import verify_site_zip
-from deckyard.decks.limits import site_zip_limits
+from deckyard.decks.site.verify import verify_site_zip
+from deckyard.decks.source.limits import site_zip_limits
 from deckyard.jobs import Runtime
 from tests.helpers.api import make_token, running_app
 from tests.helpers.decks import counts, folder_zip

@@ -23,8 +23,8 @@ from deckyard.api.validate import router as validate_router
 from deckyard.config import Settings
 from deckyard.db import Database
 from deckyard.db.migrate import upgrade
+from deckyard.decks.jobs.names import DECK_QUEUE
 from deckyard.decks.service import DeckService
-from deckyard.decks.service_model import DECK_QUEUE
 from deckyard.jobs import Runtime
 from deckyard.render.control.service import RenderService
 from deckyard.tasks import TaskExecutor

@@ -11,16 +11,7 @@ from fastapi import APIRouter, Body, Depends, Query, Request
 from fastapi.responses import JSONResponse
 
 from deckyard.api.auth import Principal, current_principal
-from deckyard.api.errors import ApiError
-from deckyard.api.jobs import JobOut
-from deckyard.decks.errors import DeckSourceError
-from deckyard.decks.model import DeckSource
-from deckyard.decks.repository import DeckRow, PageVersionRow
-from deckyard.decks.service import DeckService
-from deckyard.decks.service_model import PUBLISH_TASK
-from deckyard.decks.source import DeckJson, load_deck_json, load_deck_zip
-from deckyard.decks.validation_model import ValidationStatus
-from deckyard.decks.views import (
+from deckyard.api.deck_views import (
     DeckCreatedOut,
     DeckOut,
     DeckSummary,
@@ -32,6 +23,16 @@ from deckyard.decks.views import (
     ScreenshotConfig,
     TaskRef,
 )
+from deckyard.api.errors import ApiError
+from deckyard.api.jobs import JobOut
+from deckyard.decks.errors import DeckSourceError
+from deckyard.decks.jobs.names import PUBLISH_TASK
+from deckyard.decks.service import DeckService
+from deckyard.decks.source.deck_source import DeckSource
+from deckyard.decks.source.json_body import DeckJson, load_deck_json
+from deckyard.decks.source.zip_archive import load_deck_zip
+from deckyard.decks.store import DeckRow, PageVersionRow
+from deckyard.decks.validation.result import ValidationStatus
 from deckyard.jobs import Job, JobStatus
 
 router = APIRouter(prefix="/v1/decks", tags=["decks"])

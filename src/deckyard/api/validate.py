@@ -14,14 +14,15 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from deckyard.api.auth import Principal, current_principal
+from deckyard.api.deck_views import ValidateOut
 from deckyard.api.decks import deck_service, source_refused
 from deckyard.api.errors import ApiError, error_body
 from deckyard.decks.errors import DeckSourceError
-from deckyard.decks.model import DEFAULT_SLIDE_HEIGHT, DEFAULT_SLIDE_WIDTH
-from deckyard.decks.source import load_deck_json, load_deck_zip
-from deckyard.decks.validation import is_validation_passed
-from deckyard.decks.validation_model import ValidationResult, ValidationStatus
-from deckyard.decks.views import ValidateOut
+from deckyard.decks.source.deck_source import DEFAULT_SLIDE_HEIGHT, DEFAULT_SLIDE_WIDTH
+from deckyard.decks.source.json_body import load_deck_json
+from deckyard.decks.source.zip_archive import load_deck_zip
+from deckyard.decks.validation.result import ValidationResult, ValidationStatus
+from deckyard.decks.validation.rules import is_validation_passed
 
 router = APIRouter(tags=["validate"])
 Caller = Annotated[Principal, Depends(current_principal)]

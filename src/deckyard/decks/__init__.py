@@ -1,14 +1,18 @@
-"""Decks: sources, compilation, validation results and static site builds, without a database.
+"""Decks: a pipeline from an author's files to a published static site and PDF.
 
-The pure parts import nothing from the database or the renderer process:
+One sub-package per stage, each importing only from the stages before it:
 
-* `decks.source`: `load_deck_folder`, `load_deck_zip`, `load_deck_json` -> `DeckSource`
-* `decks.compile`: `compile_page`, `compile_deck`, `compile_deck_report`, `compile_print_document`
-* `decks.validation`: the compile and render stages, `validation_result`, `combine_results`,
-  and `is_validation_passed`, the one predicate that decides whether a result passed;
-  `decks.deck_result.combine_results` for a whole deck
-* `decks.build`: `build_site` and `verify_site_zip`
-* `decks.limits`: `DeckLimits.from_settings`, `site_zip_limits`
+* `decks.source`: load a folder, ZIP upload or JSON body into a checked `DeckSource`
+* `decks.compile`: compile its pages into self-contained HTML documents
+* `decks.validation`: the compile and render stages of a page, and `is_validation_passed`,
+  the one predicate that decides whether a result passed (rule Q0)
+* `decks.site`: build the static site ZIP and verify one
+* `decks.jobs`: the deck job handlers and the `publish` task
 
-The package itself imports nothing, so storage code in `decks` stays cheap to import.
+Beside them: `decks.errors` (each stage's exception and codes), `decks.schema` (the deck
+tables), `decks.store` (every statement on those tables; no other module touches them) and
+`decks.service` (`DeckService`, the entry point for the API and the CLI). The HTTP shapes live in
+`deckyard.api.deck_views`.
+
+The packages themselves import nothing, so storage code in `decks` stays cheap to import.
 """

@@ -14,14 +14,20 @@ from typing import Any
 from deckyard.clock import SYSTEM_CLOCK, Clock
 from deckyard.config import Settings
 from deckyard.db import Database
-from deckyard.decks.compile import compile_deck_report
-from deckyard.decks.deck_jobs import DeckJobs
+from deckyard.decks.compile.documents import compile_deck_report
 from deckyard.decks.errors import CompileProblem
-from deckyard.decks.limits import DeckLimits
-from deckyard.decks.model import DeckSource
-from deckyard.decks.page_check import PageValidator
-from deckyard.decks.render_check import RenderGateway
-from deckyard.decks.repository import (
+from deckyard.decks.jobs.deck_jobs import DeckJobs
+from deckyard.decks.jobs.names import (
+    DECK_QUEUE,
+    PUBLISH_TASK,
+    DeckEvent,
+    DeckJobKind,
+)
+from deckyard.decks.jobs.page_jobs import PageJobs
+from deckyard.decks.jobs.publish import publish_task
+from deckyard.decks.source.deck_source import DeckSource
+from deckyard.decks.source.limits import DeckLimits
+from deckyard.decks.store import (
     DeckRow,
     PageVersionRow,
     deck_get,
@@ -31,15 +37,9 @@ from deckyard.decks.repository import (
     page_version_by_number,
     page_versions_list,
 )
-from deckyard.decks.service_jobs import PageJobs
-from deckyard.decks.service_model import (
-    DECK_QUEUE,
-    PUBLISH_TASK,
-    DeckEvent,
-    DeckJobKind,
-)
-from deckyard.decks.service_publish import publish_task
-from deckyard.decks.validation_model import ValidationResult
+from deckyard.decks.validation.page_check import PageValidator
+from deckyard.decks.validation.render_check import RenderGateway
+from deckyard.decks.validation.result import ValidationResult
 from deckyard.jobs import Job, Runtime
 from deckyard.render.control.service import RenderService
 from deckyard.tasks import TaskExecutor
@@ -91,7 +91,7 @@ class DeckService:
                 max_attempts=1 if kind is DeckJobKind.PAGE_EDIT else settings.deck_job_max_attempts,
                 timeout=settings.deck_job_timeout_seconds,
             )(fn)
-        tasks.register(publish_task(self))
+        tasks.register(publish_task(db))
 
     # --- decks --------------------------------------------------------------------------------
 

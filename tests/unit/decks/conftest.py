@@ -4,21 +4,15 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from deckyard.config import Settings
-from deckyard.decks.limits import DeckLimits, ZipLimits
-from deckyard.decks.model import DeckSource
-from deckyard.decks.source import load_deck_json
-
-PNG_1PX = base64.b64decode(
-    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGP4z8DwHwAFAAH/iZk9HQAAAABJRU5ErkJggg=="
-)
-
-MakeDeck = Callable[..., DeckSource]
+from deckyard.decks.source.deck_source import DeckSource
+from deckyard.decks.source.json_body import load_deck_json
+from deckyard.decks.source.limits import DeckLimits, ZipLimits
+from tests.helpers.decks import MakeDeck
 
 
 @pytest.fixture

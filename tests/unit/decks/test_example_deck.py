@@ -7,18 +7,19 @@ from pathlib import Path
 import pytest
 
 from deckyard.config import Settings
-from deckyard.decks.build import build_site, verify_site_zip
-from deckyard.decks.compile import compile_deck_report, compile_print_document
-from deckyard.decks.limits import DeckLimits, ZipLimits
-from deckyard.decks.model import DeckSource, PageKind
-from deckyard.decks.source import load_deck_folder
-from deckyard.decks.validation import (
+from deckyard.decks.compile.documents import compile_deck_report, compile_print_document
+from deckyard.decks.site.build import build_site
+from deckyard.decks.site.verify import verify_site_zip
+from deckyard.decks.source.deck_source import DeckSource, PageKind
+from deckyard.decks.source.folder import load_deck_folder
+from deckyard.decks.source.limits import DeckLimits, ZipLimits
+from deckyard.decks.validation.result import StageStatus
+from deckyard.decks.validation.rules import (
     compile_outcome,
     is_validation_passed,
     render_outcome_from_diagnostics,
     validation_result,
 )
-from deckyard.decks.validation_model import StageStatus
 from deckyard.render.protocol import Diagnostics
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "launch-deck"

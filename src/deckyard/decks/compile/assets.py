@@ -1,0 +1,139 @@
+"""Resolves a page's references to the deck's assets and inlines them as `data:` URIs.
+
+A reference is a path relative to the deck folder (`assets/img/logo.png`), or, inside a
+stylesheet file, relative to that file, as a browser would read it. A reference that leaves the
+deck (`../`), is absolute (`/x`, `C:\\x`), names a scheme other than `data:` (`http:`, `file:`,
+`//host`) or names no asset is refused with a `ReferenceProblem`; the caller adds page and line.
+Same-document fragments (`#id`) are left alone: they load nothing.
+"""
+
+from __future__ import annotations
+
+import base64
+import posixpath
+import re
+from collections.abc import Mapping
+from urllib.parse import unquote
+
+from deckyard.decks.errors import CompileErrorCode
+from deckyard.decks.source.deck_source import Asset
+
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+_DRIVE = re.compile(r"^[A-Za-z]:[/\\]")
+_ASCII_WHITESPACE = " \t\n\f\r"
+
+
+class ReferenceProblem(Exception):
+    """A reference that cannot be resolved: why, as a code and a message."""
+
+    def __init__(self, code: CompileErrorCode, message: str, reference: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.reference = reference
+
+
+def data_uri(asset: Asset) -> str:
+    """`asset` as a base64 `data:` URI."""
+    encoded = base64.b64encode(asset.data).decode("ascii")
+    return f"data:{asset.media_type};base64,{encoded}"
+
+
+class AssetResolver:
+    """Turns references into `data:` URIs from one deck's assets, caching each encoding."""
+
+    def __init__(self, assets: Mapping[str, Asset]) -> None:
+        self._assets = assets
+        self._uris: dict[str, str] = {}
+        self.used: set[str] = set()
+
+    def asset_path(self, reference: str, base_dir: str = "") -> str | None:
+        """The deck path `reference` names, None for a fragment or `data:` URI, else raise."""
+        ref = reference.strip(_ASCII_WHITESPACE)
+        if not ref:
+            raise ReferenceProblem(CompileErrorCode.INVALID_REFERENCE, "empty reference", reference)
+        if ref.startswith("#") or ref[:5].lower() == "data:":
+            return None
+        if "\\" in ref:
+            raise ReferenceProblem(
+                CompileErrorCode.INVALID_REFERENCE,
+                f"{ref!r} uses backslashes; use '/' in paths",
+                reference,
+            )
+        if _DRIVE.match(ref) or (ref.startswith("/") and not ref.startswith("//")):
+            raise ReferenceProblem(
+                CompileErrorCode.ABSOLUTE_PATH,
+                f"{ref!r} is absolute; write a path relative to the deck folder",
+                reference,
+            )
+        if ref.startswith("//") or _SCHEME.match(ref):
+            raise ReferenceProblem(
+                CompileErrorCode.EXTERNAL_REFERENCE,
+                f"{ref!r} points outside the deck; only deck assets and data: URIs are allowed",
+                reference,
+            )
+        path = unquote(ref.split("#", 1)[0].split("?", 1)[0])
+        joined = posixpath.normpath(posixpath.join(base_dir, path))
+        if joined == ".." or joined.startswith("../"):
+            raise ReferenceProblem(
+                CompileErrorCode.ESCAPING_PATH,
+                f"{ref!r} escapes the deck folder; paths are relative to the deck folder, "
+                "as in assets/logo.png",
+                reference,
+            )
+        if joined not in self._assets:
+            raise ReferenceProblem(
+                CompileErrorCode.MISSING_ASSET, f"{ref!r}: no such asset ({joined})", reference
+            )
+        return joined
+
+    def asset(self, path: str) -> Asset:
+        """The asset at deck path `path`, which `asset_path` returned."""
+        self.used.add(path)
+        return self._assets[path]
+
+    def resolve(self, reference: str, base_dir: str = "") -> str:
+        """`reference` inlined: a `data:` URI (with its fragment kept), or unchanged."""
+        path = self.asset_path(reference, base_dir)
+        if path is None:
+            return reference
+        self.used.add(path)
+        uri = self._uris.get(path)
+        if uri is None:
+            uri = data_uri(self._assets[path])
+            self._uris[path] = uri
+        fragment = reference.strip(_ASCII_WHITESPACE).partition("#")[2]
+        return f"{uri}#{fragment}" if fragment else uri
+
+
+def split_srcset(value: str) -> list[tuple[str, str]]:
+    """The candidates of a `srcset` as `(url, descriptors)` pairs, per the HTML spec's parser."""
+    out: list[tuple[str, str]] = []
+    pos, end = 0, len(value)
+    while pos < end:
+        while pos < end and (value[pos] in _ASCII_WHITESPACE or value[pos] == ","):
+            pos += 1
+        if pos >= end:
+            break
+        start = pos
+        while pos < end and value[pos] not in _ASCII_WHITESPACE:
+            pos += 1
+        url = value[start:pos]
+        if url.endswith(","):
+            out.append((url.rstrip(","), ""))
+            continue
+        start, depth = pos, 0
+        while pos < end and (value[pos] != "," or depth > 0):
+            depth += {"(": 1, ")": -1}.get(value[pos], 0)
+            pos += 1
+        out.append((url, value[start:pos].strip(_ASCII_WHITESPACE)))
+    return out
+
+
+def resolve_srcset(value: str, resolver: AssetResolver) -> str:
+    """`value` with every candidate URL inlined; raises on the first bad candidate."""
+    parts = []
+    for url, descriptors in split_srcset(value):
+        resolved = resolver.resolve(url)
+        parts.append(f"{resolved} {descriptors}".rstrip())
+    return ", ".join(parts)

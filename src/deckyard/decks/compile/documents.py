@@ -1,0 +1,215 @@
+"""Compiles a deck's pages into self-contained HTML documents sized to the slide.
+
+Each page document holds a fixed-size `.slide` root (the deck's width x height), the deck's fonts
+as `data:` URIs, the theme, the page's scoped CSS and its content, and needs no network. The
+print document holds every slide, one per printed page at slide size, for PDF export.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import html
+import posixpath
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from deckyard.decks.compile.assets import AssetResolver
+from deckyard.decks.compile.css_scope import CssContext, rewrite_stylesheet
+from deckyard.decks.compile.html_page import PagePart, compile_part
+from deckyard.decks.errors import CompileError, CompileErrorCode, CompileProblem
+from deckyard.decks.source.deck_source import DeckSource, PageKind
+from deckyard.decks.source.limits import DeckLimits
+
+_FONT_FORMATS = {".woff2": "woff2", ".woff": "woff", ".ttf": "truetype", ".otf": "opentype"}
+
+
+@dataclass(frozen=True)
+class CompiledPage:
+    """One compiled page: its self-contained document and the document's SHA-256."""
+
+    name: str
+    index: int
+    kind: PageKind
+    document: str
+    sha256: str
+    width: int
+    height: int
+
+    @property
+    def size(self) -> int:
+        """The document's size in bytes, UTF-8 encoded."""
+        return len(self.document.encode("utf-8"))
+
+
+@dataclass(frozen=True)
+class CompileReport:
+    """Every page that compiled and every problem found, in page order."""
+
+    pages: list[CompiledPage]
+    problems: list[CompileProblem]
+
+    def problems_of(self, page: str) -> list[CompileProblem]:
+        """The problems found in `page` (the theme's count for every page)."""
+        return [p for p in self.problems if p.page == page]
+
+
+@dataclass(frozen=True)
+class _Shared:
+    """What every document of one deck has in common: fonts and theme, already inlined."""
+
+    fonts_css: str
+    theme_css: str
+    problems: list[CompileProblem]
+
+
+def _shared(deck: DeckSource, resolver: AssetResolver) -> _Shared:
+    problems: list[CompileProblem] = []
+    faces: list[str] = []
+    for font in deck.manifest.fonts:
+        path = posixpath.normpath(font.file)
+        fmt = _FONT_FORMATS.get(posixpath.splitext(path)[1].lower())
+        hint = f' format("{fmt}")' if fmt else ""
+        faces.append(
+            f'@font-face {{ font-family: "{font.family}"; src: url("{resolver.resolve(path)}")'
+            f"{hint}; font-weight: {font.weight}; font-style: {font.style}; "
+            f"font-display: {font.display}; }}"
+        )
+    theme = ""
+    if deck.theme_css:
+        origin = deck.theme_path or "theme"
+        ctx = CssContext(resolver, base_dir=posixpath.dirname(deck.theme_path or ""))
+        theme = rewrite_stylesheet(deck.theme_css, ctx)
+        problems.extend(
+            CompileProblem(p.code, p.message, origin, p.reference, p.line) for p in ctx.problems
+        )
+    return _Shared("\n".join(faces), theme, problems)
+
+
+def _base_css(width: int, height: int, *, print_mode: bool) -> str:
+    css = (
+        "html, body { margin: 0; padding: 0; }\n"
+        f".slide {{ position: relative; box-sizing: border-box !important; "
+        f"width: {width}px !important; height: {height}px !important; overflow: hidden; }}\n"
+    )
+    if print_mode:
+        css = (
+            f"@page {{ size: {width}px {height}px; margin: 0; }}\n"
+            + css
+            + ".slide { break-after: page; page-break-after: always; }\n"
+            ".slide:last-child { break-after: auto; page-break-after: auto; }\n"
+        )
+    else:
+        css += f"html, body {{ width: {width}px; height: {height}px; }}\n"
+    return css
+
+
+def _slide(part: PagePart) -> str:
+    classes = " ".join(["slide", *part.slide_classes])
+    return (
+        f'<div class="{html.escape(classes)}" data-page="{part.name}" '
+        f'data-kind="{part.kind.value}">{part.body_html}</div>'
+    )
+
+
+def _document(
+    deck: DeckSource,
+    shared: _Shared,
+    parts: Sequence[PagePart],
+    title: str,
+    *,
+    print_mode: bool,
+) -> str:
+    styles = [
+        ("base", _base_css(deck.width, deck.height, print_mode=print_mode)),
+        ("fonts", shared.fonts_css),
+        ("theme", shared.theme_css),
+        *((f"page {part.name}", part.css) for part in parts),
+    ]
+    head = "".join(
+        f'<style data-deckyard="{html.escape(label)}">\n{css}\n</style>\n'
+        for label, css in styles
+        if css
+    )
+    body = "\n".join(_slide(part) for part in parts)
+    return (
+        f'<!DOCTYPE html>\n<html lang="{deck.manifest.lang}">\n<head>\n<meta charset="utf-8">\n'
+        f'<meta name="viewport" content="width={deck.width}, height={deck.height}">\n'
+        f"<title>{html.escape(title)}</title>\n{head}</head>\n<body>\n{body}\n</body>\n</html>\n"
+    )
+
+
+def _too_large(document: str, page: str, limits: DeckLimits) -> CompileProblem | None:
+    size = len(document.encode("utf-8"))
+    if size <= limits.max_document_bytes:
+        return None
+    return CompileProblem(
+        CompileErrorCode.DOCUMENT_TOO_LARGE,
+        f"the compiled document is {size} bytes; at most {limits.max_document_bytes} are allowed",
+        page,
+    )
+
+
+def compile_deck_report(deck: DeckSource, limits: DeckLimits) -> CompileReport:
+    """Compile every page; pages with problems are left out of `pages` and listed in `problems`.
+
+    A theme problem is reported once, under the theme's path, and fails every page.
+    """
+    resolver = AssetResolver(deck.assets)
+    shared = _shared(deck, resolver)
+    pages: list[CompiledPage] = []
+    problems = list(shared.problems)
+    for index, page in enumerate(deck.pages):
+        part = compile_part(page, resolver, limits)
+        title = f"{deck.manifest.title} - {page.name}"
+        document = _document(deck, shared, [part], title, print_mode=False)
+        oversize = _too_large(document, page.name, limits)
+        found = part.problems + ([oversize] if oversize else [])
+        problems.extend(found)
+        if found or shared.problems:
+            continue
+        digest = hashlib.sha256(document.encode("utf-8")).hexdigest()
+        pages.append(
+            CompiledPage(page.name, index, page.kind, document, digest, deck.width, deck.height)
+        )
+    return CompileReport(pages, problems)
+
+
+def compile_deck(deck: DeckSource, limits: DeckLimits) -> list[CompiledPage]:
+    """Every page compiled, in order; raises `CompileError` listing all problems if any."""
+    report = compile_deck_report(deck, limits)
+    if report.problems:
+        raise CompileError(report.problems)
+    return report.pages
+
+
+def compile_page(deck: DeckSource, name: str, limits: DeckLimits) -> CompiledPage:
+    """The page called `name` compiled; raises `CompileError` with its and the theme's problems."""
+    page = deck.page(name)
+    if page is None:
+        problem = CompileProblem(CompileErrorCode.PAGE_NOT_FOUND, f"no page {name!r}", name)
+        raise CompileError([problem])
+    single = deck.model_copy(update={"pages": [page]})
+    report = compile_deck_report(single, limits)
+    if report.problems:
+        raise CompileError(report.problems)
+    compiled = report.pages[0]
+    return dataclasses.replace(compiled, index=deck.pages.index(page))
+
+
+def compile_print_document(deck: DeckSource, limits: DeckLimits) -> str:
+    """One document with every slide as a printed page of slide size, for PDF export.
+
+    Raises `CompileError` when any page (or the theme) has problems.
+    """
+    resolver = AssetResolver(deck.assets)
+    shared = _shared(deck, resolver)
+    parts = [compile_part(page, resolver, limits) for page in deck.pages]
+    problems = shared.problems + [p for part in parts for p in part.problems]
+    if problems:
+        raise CompileError(problems)
+    document = _document(deck, shared, parts, deck.manifest.title, print_mode=True)
+    oversize = _too_large(document, "(print)", limits)
+    if oversize:
+        raise CompileError([oversize])
+    return document

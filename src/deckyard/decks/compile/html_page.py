@@ -1,0 +1,210 @@
+"""Parses one page (HTML, or Markdown rendered to HTML) and inlines everything it references.
+
+The page is parsed with html5lib through Beautiful Soup, the same tree a browser builds. Page
+`<style>` and `<link rel=stylesheet>` become one scoped stylesheet; every `src`, `href`,
+`srcset`, `poster` and inline `style` reference becomes a `data:` URI. Each problem found is
+recorded with the line in the author's file: html5lib reports where a start tag ends, so the
+locator searches back to where it begins and forward to the attribute's value.
+"""
+
+from __future__ import annotations
+
+import bisect
+import posixpath
+from dataclasses import dataclass, field
+
+from bs4 import BeautifulSoup
+from bs4.dammit import EntitySubstitution
+from bs4.element import NavigableString, Tag
+from bs4.formatter import HTMLFormatter
+
+from deckyard.decks.compile.assets import AssetResolver, ReferenceProblem, resolve_srcset
+from deckyard.decks.compile.css_scope import CssContext, rewrite_stylesheet, rewrite_values
+from deckyard.decks.compile.markdown import LINE_ATTR, MARKER_TAG, render_markdown
+from deckyard.decks.errors import CompileErrorCode, CompileProblem
+from deckyard.decks.source.deck_source import PageKind, PageSource
+from deckyard.decks.source.limits import DeckLimits
+
+FORMATTER = HTMLFormatter(
+    entity_substitution=EntitySubstitution.substitute_xml, void_element_close_prefix=""
+)
+_URL_ATTRS = ("src", "href", "xlink:href", "poster", "background")
+_SRCSET_ATTRS = ("srcset", "imagesrcset")
+_HEAD_KEPT = ("script", "noscript", "template")
+
+
+def scope_for(page_name: str) -> str:
+    """The selector of the slide root of page `page_name`."""
+    return f'.slide[data-page="{page_name}"]'
+
+
+@dataclass
+class PagePart:
+    """A page ready to be placed in a document: its slide's inner HTML and its scoped CSS."""
+
+    name: str
+    kind: PageKind
+    body_html: str
+    css: str
+    slide_classes: list[str]
+    problems: list[CompileProblem] = field(default_factory=list)
+
+
+class _Locator:
+    """Maps a parsed element (and an attribute value in it) to a line of the source."""
+
+    def __init__(self, source: str, kind: PageKind) -> None:
+        self._source = source
+        self._lower = source.lower()
+        self._starts = [0] + [i + 1 for i, ch in enumerate(source) if ch == "\n"]
+        self._markdown = kind is PageKind.MARKDOWN
+        self._marker: tuple[int, int] | None = None
+
+    def _html_line(self, tag: Tag, needle: str | None) -> int:
+        if tag.sourceline is None:
+            return 1
+        row = min(max(tag.sourceline, 1), len(self._starts)) - 1
+        end = min(self._starts[row] + (tag.sourcepos or 0) + 1, len(self._source))
+        start = self._lower.rfind("<" + tag.name.lower(), 0, end)
+        start = end if start < 0 else start
+        if needle:
+            found = self._source.find(needle, start, end + 1)
+            if found >= 0:
+                start = found
+        return bisect.bisect_right(self._starts, start)
+
+    def see_marker(self, tag: Tag) -> None:
+        """Remember a Markdown line marker met in document order."""
+        try:
+            self._marker = (int(str(tag.get("n", "1"))), self._html_line(tag, None))
+        except ValueError:
+            self._marker = None
+
+    def line(self, tag: Tag, needle: str | None = None) -> int:
+        """The line of `tag` (of `needle` inside it, when found) in the author's file."""
+        if not self._markdown:
+            return self._html_line(tag, needle)
+        own = tag.get(LINE_ATTR)
+        if isinstance(own, str) and own.isdigit():
+            return int(own)
+        if self._marker is not None:
+            markdown_line, html_line = self._marker
+            return markdown_line + self._html_line(tag, needle) - html_line
+        return 1
+
+
+class _PageCompiler:
+    def __init__(self, page: PageSource, resolver: AssetResolver, limits: DeckLimits) -> None:
+        self.page = page
+        self.resolver = resolver
+        self.problems: list[CompileProblem] = []
+        self.css: list[str] = []
+        if page.kind is PageKind.MARKDOWN:
+            self.source = render_markdown(
+                page.text, html=limits.markdown_html, extensions=limits.markdown_extensions
+            )
+        else:
+            self.source = page.text
+        self.locator = _Locator(self.source, page.kind)
+
+    def problem(
+        self, code: CompileErrorCode, message: str, line: int, reference: str | None = None
+    ) -> None:
+        """Record a problem of this page."""
+        self.problems.append(CompileProblem(code, message, self.page.name, reference, line))
+
+    def stylesheet(
+        self, css: str, line: int, base_dir: str = "", origin: str | None = None
+    ) -> None:
+        """Scope and inline one stylesheet of this page; `origin` names a linked file."""
+        ctx = CssContext(self.resolver, base_dir=base_dir, first_line=1 if origin else line)
+        self.css.append(rewrite_stylesheet(css, ctx, scope_for(self.page.name)))
+        for p in ctx.problems:
+            message = f"{origin}:{p.line}: {p.message}" if origin else p.message
+            self.problem(p.code, message, line if origin else p.line, p.reference)
+
+    def link(self, tag: Tag, line: int) -> None:
+        """Inline the stylesheet a `<link rel=stylesheet>` names."""
+        href = str(tag.get("href", ""))
+        try:
+            path = self.resolver.asset_path(href)
+        except ReferenceProblem as exc:
+            self.problem(exc.code, exc.message, line, href)
+            return
+        if path is None:
+            self.problem(CompileErrorCode.INVALID_REFERENCE, "a stylesheet must be a file", line)
+            return
+        try:
+            text = self.resolver.asset(path).data.decode("utf-8-sig")
+        except UnicodeDecodeError:
+            self.problem(CompileErrorCode.NOT_TEXT, f"{path} is not UTF-8 CSS", line, href)
+            return
+        self.stylesheet(text, line, posixpath.dirname(path), origin=path)
+
+    def attributes(self, tag: Tag) -> None:
+        """Inline every reference in `tag`'s attributes, inline style included."""
+        for name in list(tag.attrs):
+            value = tag.attrs[name]
+            if not isinstance(value, str):
+                continue
+            key = str(name).lower()
+            try:
+                if key in _URL_ATTRS or (key == "data" and tag.name == "object"):
+                    tag.attrs[name] = self.resolver.resolve(value)
+                elif key in _SRCSET_ATTRS:
+                    tag.attrs[name] = resolve_srcset(value, self.resolver)
+                elif key == "style":
+                    ctx = CssContext(self.resolver, first_line=self.locator.line(tag, value))
+                    tag.attrs[name] = rewrite_values(value, ctx)
+                    for p in ctx.problems:
+                        self.problem(p.code, p.message, p.line, p.reference)
+            except ReferenceProblem as exc:
+                self.problem(exc.code, exc.message, self.locator.line(tag, exc.reference), value)
+
+    def run(self) -> PagePart:
+        """Parse the page and return it as a part with its problems."""
+        soup = BeautifulSoup(self.source, "html5lib")
+        head_kept: list[Tag] = []
+        for tag in list(soup.find_all(True)):
+            if tag.decomposed:
+                continue
+            if tag.name == MARKER_TAG:
+                self.locator.see_marker(tag)
+                tag.decompose()
+                continue
+            if tag.name == "style":
+                text = "".join(str(s) for s in tag.contents if isinstance(s, NavigableString))
+                self.stylesheet(text, self.locator.line(tag))
+                tag.decompose()
+                continue
+            rel = tag.get("rel")
+            if tag.name == "link" and isinstance(rel, list) and "stylesheet" in rel:
+                self.link(tag, self.locator.line(tag, str(tag.get("href", ""))))
+                tag.decompose()
+                continue
+            self.attributes(tag)
+            tag.attrs.pop(LINE_ATTR, None)
+            parent = tag.parent
+            if isinstance(parent, Tag) and parent.name == "head" and tag.name in _HEAD_KEPT:
+                head_kept.append(tag)
+        body = soup.body
+        classes: list[str] = []
+        inner = ""
+        if body is not None:
+            found = body.get("class")
+            classes = [str(c) for c in found] if isinstance(found, list) else []
+            inner = body.decode_contents(formatter=FORMATTER)
+        head_html = "".join(tag.decode(formatter=FORMATTER) for tag in head_kept)
+        return PagePart(
+            name=self.page.name,
+            kind=self.page.kind,
+            body_html=head_html + inner,
+            css="\n".join(part for part in self.css if part),
+            slide_classes=classes,
+            problems=self.problems,
+        )
+
+
+def compile_part(page: PageSource, resolver: AssetResolver, limits: DeckLimits) -> PagePart:
+    """`page` parsed, with its CSS scoped and references inlined; problems are in the part."""
+    return _PageCompiler(page, resolver, limits).run()

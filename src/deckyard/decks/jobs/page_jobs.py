@@ -1,0 +1,207 @@
+"""The deck job handlers: validate a page, edit a page (the write gate) and screenshot a page.
+
+Every write that must only happen when the job really succeeded (a new page version, a
+validation record, a screenshot pointer) runs in `ctx.on_success`, inside the transaction of the
+job's finish compare-and-set: a refused, failed or lost job leaves no row behind.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from deckyard.clock import Clock
+from deckyard.config import Settings
+from deckyard.db import Database
+from deckyard.decks.jobs.handler_support import load_deck, refused, workspace_of
+from deckyard.decks.jobs.names import DeckEvent, DeckJobErrorCode
+from deckyard.decks.source.deck_source import (
+    DEFAULT_SLIDE_HEIGHT,
+    DEFAULT_SLIDE_WIDTH,
+    PageKind,
+    PageSource,
+)
+from deckyard.decks.store import (
+    deck_get,
+    deck_touch,
+    page_find,
+    page_version_get,
+    page_version_insert,
+    page_version_next_number,
+    page_version_set_screenshot,
+    page_version_set_validation,
+)
+from deckyard.decks.validation.page_check import PageCheck, PageValidator
+from deckyard.decks.validation.render_check import RenderGateway
+from deckyard.decks.validation.rules import is_validation_passed
+from deckyard.jobs import JobContext, JobError
+from deckyard.render.control.spec import ScreenshotSpec
+
+
+class PageJobs:
+    """Handlers of `page.validate`, `page.edit` and `page.screenshot`."""
+
+    def __init__(
+        self,
+        db: Database,
+        settings: Settings,
+        clock: Clock,
+        gateway: RenderGateway,
+        validator: PageValidator,
+    ) -> None:
+        self.db = db
+        self.settings = settings
+        self.clock = clock
+        self.gateway = gateway
+        self.validator = validator
+
+    async def _report(self, ctx: JobContext, check: PageCheck) -> dict[str, Any]:
+        data = check.result.model_dump(mode="json")
+        await ctx.emit(
+            DeckEvent.VALIDATION, {"page": check.name, "render_job_id": check.render_job_id, **data}
+        )
+        return data
+
+    async def validate(self, ctx: JobContext) -> dict[str, Any]:
+        """Validate a page's current version; record the result on it only when it passed."""
+        workspace = workspace_of(ctx)
+        row, source = await load_deck(self.db, int(ctx.payload["deck_id"]), workspace)
+        name = str(ctx.payload["page"])
+        current = next((p for p in row.pages if p.page_name == name), None)
+        if current is None:
+            raise refused(DeckJobErrorCode.PAGE_NOT_FOUND, f"no page {name!r}")
+        check = await self.validator.check(source, name, workspace_id=workspace, parent_id=ctx.id)
+        data = await self._report(ctx, check)
+        if not is_validation_passed(check.result):
+            raise refused(check.result.error_code or "VALIDATION_FAILED", check.result.summary)
+
+        async def record(conn: AsyncConnection) -> None:
+            await page_version_set_validation(conn, current.id, data)
+
+        ctx.on_success(record)
+        return {"page": name, "version_id": current.id, "validation": data}
+
+    async def edit(self, ctx: JobContext) -> dict[str, Any]:
+        """The write gate: a new page version only when the edited page passes validation.
+
+        With `skip_visual_verification` the render stage is skipped on purpose; the write is
+        then allowed when the page compiles, and the skip is recorded in the version and as a
+        job event.
+        """
+        workspace = workspace_of(ctx)
+        deck_id = int(ctx.payload["deck_id"])
+        _row, source = await load_deck(self.db, deck_id, workspace)
+        name = str(ctx.payload["page"])
+        old = source.page(name)
+        if old is None:
+            raise refused(DeckJobErrorCode.PAGE_NOT_FOUND, f"no page {name!r}")
+        kind = PageKind(ctx.payload.get("kind") or old.kind)
+        edited = PageSource(name=name, kind=kind, text=str(ctx.payload["source"]))
+        deck = source.model_copy(
+            update={"pages": [edited if p.name == name else p for p in source.pages]}
+        )
+        skip = bool(ctx.payload.get("skip_visual_verification", False))
+        if skip:
+            await ctx.emit(DeckEvent.SKIPPED_VISUAL_VERIFICATION, {"page": name})
+        check = await self.validator.check(
+            deck, name, workspace_id=workspace, parent_id=ctx.id, skip_render=skip
+        )
+        data = await self._report(ctx, check)
+        if check.compiled is None or not is_validation_passed(
+            check.result, require_render=not skip
+        ):
+            raise refused(check.result.error_code or "VALIDATION_FAILED", check.result.summary)
+        compiled = check.compiled
+        async with self.db.read_connection() as conn:
+            page_id = await page_find(conn, deck_id, name)
+            if page_id is None:
+                raise refused(DeckJobErrorCode.PAGE_NOT_FOUND, f"no page {name!r}")
+            number = await page_version_next_number(conn, page_id)
+
+        async def write(conn: AsyncConnection) -> None:
+            now = self.clock.now()
+            await page_version_insert(
+                conn,
+                page_id,
+                kind.value,
+                edited.text,
+                compiled.document,
+                compiled.sha256,
+                now,
+                validation=data,
+                skipped=skip,
+                number=number,
+            )
+            await deck_touch(conn, deck_id, now)
+
+        ctx.on_success(write)
+        return {
+            "page": name,
+            "page_id": page_id,
+            "version_number": number,
+            "skipped_visual_verification": skip,
+            "validation": data,
+        }
+
+    async def screenshot(self, ctx: JobContext) -> dict[str, Any]:
+        """Screenshot one page version; it becomes the version's pointer at the finish CAS."""
+        workspace = workspace_of(ctx)
+        deck_id, version_id = int(ctx.payload["deck_id"]), int(ctx.payload["version_id"])
+        config: dict[str, Any] = dict(ctx.payload.get("config") or {})
+        async with self.db.read_connection() as conn:
+            deck_row = await deck_get(conn, deck_id, workspace)
+            if deck_row is None:
+                raise refused(DeckJobErrorCode.DECK_NOT_FOUND, f"no deck {deck_id}")
+            version = await page_version_get(conn, version_id, deck_id)
+        if version is None:
+            raise refused(DeckJobErrorCode.VERSION_NOT_FOUND, f"no page version {version_id}")
+        if version.compiled is None:
+            raise JobError(
+                DeckJobErrorCode.NOT_COMPILED,
+                f"page {version.page_name} version {version.number} did not compile",
+                retryable=False,
+            )
+        slide = deck_row.manifest.get("slide") or {}
+        spec = slide_spec_for(version.compiled, slide, config)
+        outcome = await self.gateway.run(
+            spec,
+            workspace_id=workspace,
+            parent_id=ctx.id,
+            timeout=self.settings.deck_job_timeout_seconds,
+        )
+        if outcome.error_code is not None:
+            raise refused(outcome.error_code, outcome.message or outcome.error_code)
+        result = outcome.result
+        pointer = {
+            "job_id": ctx.id,
+            "render_job_id": outcome.job.id if outcome.job else None,
+            "artifact_key": result["artifact_key"],
+            "content_type": result["content_type"],
+            "size": result["size"],
+            "sha256": result["sha256"],
+            "width": spec.width,
+            "height": spec.height,
+            "scale": spec.scale,
+            "format": spec.format,
+        }
+
+        async def point(conn: AsyncConnection) -> None:
+            if not await page_version_set_screenshot(conn, version_id, pointer):
+                raise RuntimeError(f"page version {version_id} is gone")
+
+        ctx.on_success(point)
+        return {"page": version.page_name, "version_id": version_id, **pointer}
+
+
+def slide_spec_for(document: str, slide: dict[str, Any], config: dict[str, Any]) -> ScreenshotSpec:
+    """A screenshot spec of a stored page document at the deck's slide size and `config`."""
+    return ScreenshotSpec.model_validate(
+        {
+            "html": document,
+            "width": int(slide.get("width", DEFAULT_SLIDE_WIDTH)),
+            "height": int(slide.get("height", DEFAULT_SLIDE_HEIGHT)),
+            "scale": float(config.get("scale", 1.0)),
+            "format": str(config.get("format", "png")),
+        }
+    )

@@ -1,0 +1,63 @@
+"""The `publish` task: validate every page, screenshot every page, build the site, export the PDF.
+
+Each stage's jobs are enqueued by the task executor; a stage fails the task (with the first
+failed job's error code) unless every job succeeded, so a page whose validation failed or was
+`unavailable` stops the publish before anything is built.
+"""
+
+from __future__ import annotations
+
+from deckyard.db import Database
+from deckyard.decks.jobs.names import DECK_QUEUE, PUBLISH_TASK, DeckJobKind
+from deckyard.decks.store import DeckRow, deck_get
+from deckyard.jobs import EnqueueSpec
+from deckyard.tasks import Stage, StageContext, TaskKind
+from deckyard.tasks.executor import StageFailed
+
+
+def publish_task(db: Database) -> TaskKind:
+    """The `publish` task kind over the deck jobs, reading decks from `db`."""
+
+    async def deck_of(ctx: StageContext) -> DeckRow:
+        deck_id = int(ctx.params["deck_id"])
+        async with db.read_connection() as conn:
+            row = await deck_get(conn, deck_id, ctx.workspace_id or "")
+        if row is None:
+            raise StageFailed("DECK_NOT_FOUND", f"no deck {deck_id}")
+        return row
+
+    def spec(kind: DeckJobKind, payload: dict[str, object]) -> EnqueueSpec:
+        return EnqueueSpec(kind.value, payload, queue=DECK_QUEUE)
+
+    async def validate(ctx: StageContext) -> list[EnqueueSpec]:
+        row = await deck_of(ctx)
+        return [
+            spec(DeckJobKind.PAGE_VALIDATE, {"deck_id": row.id, "page": p.page_name})
+            for p in row.pages
+        ]
+
+    async def screenshots(ctx: StageContext) -> list[EnqueueSpec]:
+        row = await deck_of(ctx)
+        return [
+            spec(
+                DeckJobKind.PAGE_SCREENSHOT,
+                {"deck_id": row.id, "version_id": p.id, "config": {"format": "png"}},
+            )
+            for p in row.pages
+        ]
+
+    async def build(ctx: StageContext) -> list[EnqueueSpec]:
+        return [spec(DeckJobKind.DECK_BUILD, {"deck_id": int(ctx.params["deck_id"])})]
+
+    async def export(ctx: StageContext) -> list[EnqueueSpec]:
+        return [spec(DeckJobKind.DECK_EXPORT, {"deck_id": int(ctx.params["deck_id"])})]
+
+    return TaskKind(
+        PUBLISH_TASK,
+        [
+            Stage("validate", validate),
+            Stage("screenshot", screenshots),
+            Stage("build", build),
+            Stage("export", export),
+        ],
+    )

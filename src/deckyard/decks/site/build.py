@@ -1,0 +1,74 @@
+"""Builds a deck's static site as a ZIP (`verify.py` checks such a ZIP against its manifest).
+
+The site is `index.html` (a viewer with keyboard navigation), `pages/<name>.html` (each page's
+self-contained document) and `manifest.json` (version, page count, and size and SHA-256 of every
+other file). Nothing in it refers outside the site, so it works from `file://` with no network.
+The ZIP is deterministic: the same pages and version give the same bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import zipfile
+from collections.abc import Sequence
+from typing import Any
+
+from deckyard.decks.compile.documents import CompiledPage
+from deckyard.decks.site.viewer import index_html
+
+MANIFEST = "manifest.json"
+INDEX = "index.html"
+SITE_FORMAT = "deckyard-site/1"
+_ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
+
+
+def sha256_hex(data: bytes) -> str:
+    """The SHA-256 of `data` as the site manifest writes it."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def default_version(pages: Sequence[CompiledPage]) -> str:
+    """A version string derived from the pages' hashes, for callers without one."""
+    digest = hashlib.sha256("".join(p.sha256 for p in pages).encode("ascii")).hexdigest()
+    return f"sha256-{digest[:16]}"
+
+
+def build_site(title: str, pages: Sequence[CompiledPage], version: str | None = None) -> bytes:
+    """The static site ZIP for compiled `pages`, in showing order, titled `title`."""
+    if not pages:
+        raise ValueError("a site needs at least one page")
+    version = version or default_version(pages)
+    files: dict[str, bytes] = {
+        f"pages/{page.name}.html": page.document.encode("utf-8") for page in pages
+    }
+    files[INDEX] = index_html(
+        title, [f"pages/{page.name}.html" for page in pages], pages[0].width, pages[0].height
+    ).encode("utf-8")
+    manifest: dict[str, Any] = {
+        "format": SITE_FORMAT,
+        "title": title,
+        "version": version,
+        "page_count": len(pages),
+        "slide": {"width": pages[0].width, "height": pages[0].height},
+        "entry": INDEX,
+        "pages": [
+            {"name": page.name, "file": f"pages/{page.name}.html", "sha256": page.sha256}
+            for page in pages
+        ],
+        "files": [
+            {"path": path, "size": len(data), "sha256": sha256_hex(data)}
+            for path, data in sorted(files.items())
+        ],
+    }
+    files[MANIFEST] = (json.dumps(manifest, indent=2, ensure_ascii=False) + "\n").encode()
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted(files):
+            info = zipfile.ZipInfo(path, date_time=_ZIP_EPOCH)
+            info.external_attr = 0o100644 << 16
+            info.create_system = 3
+            info.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(info, files[path])
+    return out.getvalue()

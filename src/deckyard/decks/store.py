@@ -1,0 +1,320 @@
+"""Storage operations on decks, assets, pages and page versions (noun-first names)."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, insert, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from deckyard.decks.schema import deck_assets, decks, page_versions, pages
+from deckyard.decks.source.deck_source import Asset, DeckManifest, DeckSource, PageKind, PageSource
+
+
+@dataclass(frozen=True)
+class PageVersionRow:
+    """One stored version of a page."""
+
+    id: int
+    page_id: int
+    page_name: str
+    number: int
+    kind: str
+    source: str
+    compiled: str | None
+    compiled_sha256: str | None
+    validation: Any
+    skipped_visual_verification: bool
+    screenshot: Any
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class DeckRow:
+    """A deck with its pages' current versions, in order."""
+
+    id: int
+    workspace_id: str
+    title: str
+    manifest: dict[str, Any]
+    theme_css: str
+    theme_path: str | None
+    version: int
+    created_at: datetime
+    updated_at: datetime
+    pages: list[PageVersionRow]
+
+
+_VERSION_COLS = (
+    page_versions.c.id,
+    page_versions.c.page_id,
+    pages.c.name.label("page_name"),
+    page_versions.c.number,
+    page_versions.c.kind,
+    page_versions.c.source,
+    page_versions.c.compiled,
+    page_versions.c.compiled_sha256,
+    page_versions.c.validation,
+    page_versions.c.skipped_visual_verification,
+    page_versions.c.screenshot,
+    page_versions.c.created_at,
+)
+
+
+async def deck_insert(
+    conn: AsyncConnection,
+    workspace_id: str,
+    source: DeckSource,
+    compiled: dict[str, tuple[str, str]],
+    now: datetime,
+) -> int:
+    """Store a new deck: its manifest, assets, pages and a first version of each page.
+
+    `compiled` maps page name to (self-contained document, sha256); a page missing from it did
+    not compile and is stored with its source only.
+    """
+    deck_id = int(
+        (
+            await conn.execute(
+                insert(decks)
+                .values(
+                    workspace_id=workspace_id,
+                    title=source.manifest.title,
+                    manifest=source.manifest.model_dump(mode="json"),
+                    theme_css=source.theme_css,
+                    theme_path=source.theme_path,
+                    version=1,
+                    created_at=now,
+                    updated_at=now,
+                )
+                .returning(decks.c.id)
+            )
+        ).scalar_one()
+    )
+    if source.assets:
+        await conn.execute(
+            insert(deck_assets),
+            [
+                {
+                    "deck_id": deck_id,
+                    "path": a.path,
+                    "media_type": a.media_type,
+                    "size": len(a.data),
+                    "sha256": hashlib.sha256(a.data).hexdigest(),
+                    "data": a.data,
+                }
+                for a in source.assets.values()
+            ],
+        )
+    for position, page in enumerate(source.pages):
+        page_id = int(
+            (
+                await conn.execute(
+                    insert(pages)
+                    .values(deck_id=deck_id, name=page.name, position=position, created_at=now)
+                    .returning(pages.c.id)
+                )
+            ).scalar_one()
+        )
+        doc, digest = compiled.get(page.name, (None, None))
+        await page_version_insert(conn, page_id, page.kind.value, page.text, doc, digest, now)
+    return deck_id
+
+
+async def page_version_insert(
+    conn: AsyncConnection,
+    page_id: int,
+    kind: str,
+    source: str,
+    compiled: str | None,
+    compiled_sha256: str | None,
+    now: datetime,
+    *,
+    validation: Any = None,
+    skipped: bool = False,
+    number: int | None = None,
+) -> int:
+    """Add a version of a page and make it current; returns the version id.
+
+    Without `number` it is the next one. With `number` (what the writer saw as next) a
+    concurrent write that took that number first makes the insert fail on the unique
+    `(page_id, number)` constraint instead of silently stacking on top of it.
+    """
+    if number is None:
+        number = await page_version_next_number(conn, page_id)
+    version_id = int(
+        (
+            await conn.execute(
+                insert(page_versions)
+                .values(
+                    page_id=page_id,
+                    number=number,
+                    kind=kind,
+                    source=source,
+                    compiled=compiled,
+                    compiled_sha256=compiled_sha256,
+                    validation=validation,
+                    skipped_visual_verification=skipped,
+                    created_at=now,
+                )
+                .returning(page_versions.c.id)
+            )
+        ).scalar_one()
+    )
+    await conn.execute(
+        update(pages).where(pages.c.id == page_id).values(current_version_id=version_id)
+    )
+    return version_id
+
+
+async def page_version_next_number(conn: AsyncConnection, page_id: int) -> int:
+    """The number the next version of a page would get."""
+    value: int = (
+        await conn.execute(
+            select(func.coalesce(func.max(page_versions.c.number), 0)).where(
+                page_versions.c.page_id == page_id
+            )
+        )
+    ).scalar_one()
+    return int(value) + 1
+
+
+async def page_version_get(
+    conn: AsyncConnection, version_id: int, deck_id: int
+) -> PageVersionRow | None:
+    """One version of a page of `deck_id`, or None."""
+    row = (
+        await conn.execute(
+            select(*_VERSION_COLS)
+            .select_from(page_versions.join(pages, pages.c.id == page_versions.c.page_id))
+            .where(page_versions.c.id == version_id, pages.c.deck_id == deck_id)
+        )
+    ).first()
+    return PageVersionRow(**row._asdict()) if row else None
+
+
+async def page_version_by_number(
+    conn: AsyncConnection, page_id: int, number: int
+) -> PageVersionRow | None:
+    """The version `number` of a page, or None."""
+    row = (
+        await conn.execute(
+            select(*_VERSION_COLS)
+            .select_from(page_versions.join(pages, pages.c.id == page_versions.c.page_id))
+            .where(page_versions.c.page_id == page_id, page_versions.c.number == number)
+        )
+    ).first()
+    return PageVersionRow(**row._asdict()) if row else None
+
+
+async def deck_touch(conn: AsyncConnection, deck_id: int, now: datetime) -> None:
+    """Bump a deck's version after one of its pages changed."""
+    await conn.execute(
+        update(decks)
+        .where(decks.c.id == deck_id)
+        .values(version=decks.c.version + 1, updated_at=now)
+    )
+
+
+async def deck_get(conn: AsyncConnection, deck_id: int, workspace_id: str) -> DeckRow | None:
+    """A deck of `workspace_id` with its pages' current versions, or None."""
+    row = (
+        await conn.execute(
+            select(decks).where(decks.c.id == deck_id, decks.c.workspace_id == workspace_id)
+        )
+    ).first()
+    if row is None:
+        return None
+    versions = await conn.execute(
+        select(*_VERSION_COLS)
+        .select_from(pages.join(page_versions, page_versions.c.id == pages.c.current_version_id))
+        .where(pages.c.deck_id == deck_id)
+        .order_by(pages.c.position)
+    )
+    return DeckRow(
+        id=row.id,
+        workspace_id=row.workspace_id,
+        title=row.title,
+        manifest=row.manifest,
+        theme_css=row.theme_css,
+        theme_path=row.theme_path,
+        version=row.version,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        pages=[PageVersionRow(**v._asdict()) for v in versions],
+    )
+
+
+async def deck_list(conn: AsyncConnection, workspace_id: str, limit: int = 100) -> list[Any]:
+    """The workspace's decks (id, title, version, dates), newest first."""
+    rows = await conn.execute(
+        select(decks.c.id, decks.c.title, decks.c.version, decks.c.created_at, decks.c.updated_at)
+        .where(decks.c.workspace_id == workspace_id)
+        .order_by(decks.c.id.desc())
+        .limit(limit)
+    )
+    return list(rows)
+
+
+async def page_find(conn: AsyncConnection, deck_id: int, name: str) -> int | None:
+    """A page's id by deck and name."""
+    value = (
+        await conn.execute(
+            select(pages.c.id).where(pages.c.deck_id == deck_id, pages.c.name == name)
+        )
+    ).scalar()
+    return int(value) if value is not None else None
+
+
+async def page_versions_list(conn: AsyncConnection, page_id: int) -> list[PageVersionRow]:
+    """Every version of a page, oldest first."""
+    rows = await conn.execute(
+        select(*_VERSION_COLS)
+        .select_from(page_versions.join(pages, pages.c.id == page_versions.c.page_id))
+        .where(page_versions.c.page_id == page_id)
+        .order_by(page_versions.c.number)
+    )
+    return [PageVersionRow(**r._asdict()) for r in rows]
+
+
+async def page_version_set_screenshot(
+    conn: AsyncConnection, version_id: int, pointer: dict[str, Any]
+) -> bool:
+    """Point a page version at its current screenshot; True when the version exists."""
+    result = await conn.execute(
+        update(page_versions).where(page_versions.c.id == version_id).values(screenshot=pointer)
+    )
+    return result.rowcount == 1
+
+
+async def page_version_set_validation(
+    conn: AsyncConnection, version_id: int, validation: Any
+) -> None:
+    """Record a page version's latest validation result."""
+    await conn.execute(
+        update(page_versions).where(page_versions.c.id == version_id).values(validation=validation)
+    )
+
+
+async def deck_source(conn: AsyncConnection, deck: DeckRow) -> DeckSource:
+    """Rebuild the `DeckSource` of a stored deck from its current page versions and assets."""
+    assets = {
+        r.path: Asset(path=r.path, data=r.data, media_type=r.media_type)
+        for r in await conn.execute(
+            select(deck_assets.c.path, deck_assets.c.data, deck_assets.c.media_type).where(
+                deck_assets.c.deck_id == deck.id
+            )
+        )
+    }
+    return DeckSource(
+        manifest=DeckManifest.model_validate(deck.manifest),
+        pages=[
+            PageSource(name=p.page_name, kind=PageKind(p.kind), text=p.source) for p in deck.pages
+        ],
+        assets=assets,
+        theme_css=deck.theme_css,
+        theme_path=deck.theme_path,
+    )

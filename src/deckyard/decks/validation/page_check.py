@@ -1,0 +1,100 @@
+"""Validates one page of a deck: the compile stage, then the render stage through the renderer."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from deckyard.config import Settings
+from deckyard.decks.compile.documents import CompiledPage, compile_page
+from deckyard.decks.errors import CompileError
+from deckyard.decks.source.deck_source import DeckSource
+from deckyard.decks.source.limits import DeckLimits
+from deckyard.decks.validation.combine import combine_results
+from deckyard.decks.validation.render_check import RenderGateway
+from deckyard.decks.validation.result import ValidationResult
+from deckyard.decks.validation.rules import (
+    compile_outcome,
+    render_outcome_skipped,
+    validation_result,
+)
+from deckyard.render.control.spec import ScreenshotSpec
+
+SKIP_REASON = "skip_visual_verification was requested"
+
+
+def slide_spec(page: CompiledPage, *, fmt: str = "png", scale: float = 1.0) -> ScreenshotSpec:
+    """A screenshot of a compiled page at its slide size."""
+    return ScreenshotSpec.model_validate(
+        {
+            "html": page.document,
+            "width": page.width,
+            "height": page.height,
+            "scale": scale,
+            "format": fmt,
+        }
+    )
+
+
+@dataclass(frozen=True)
+class PageCheck:
+    """A page's validation result, its compiled form when it compiled, and the render job."""
+
+    name: str
+    result: ValidationResult
+    compiled: CompiledPage | None
+    render_job_id: int | None = None
+
+
+class PageValidator:
+    """Runs both validation stages for pages of a `DeckSource`."""
+
+    def __init__(self, gateway: RenderGateway, settings: Settings) -> None:
+        self.gateway = gateway
+        self.settings = settings
+        self.limits = DeckLimits.from_settings(settings)
+
+    async def check(
+        self,
+        deck: DeckSource,
+        name: str,
+        *,
+        workspace_id: str,
+        parent_id: int | None = None,
+        skip_render: bool = False,
+    ) -> PageCheck:
+        """Compile page `name` in `deck`, then render it unless it failed or `skip_render`."""
+        try:
+            compiled = compile_page(deck, name, self.limits)
+        except CompileError as exc:
+            skipped = render_outcome_skipped("the page did not compile")
+            return PageCheck(
+                name, validation_result(compile_outcome(exc.problems), skipped, page=name), None
+            )
+        if skip_render:
+            render = render_outcome_skipped(SKIP_REASON)
+            return PageCheck(
+                name, validation_result(compile_outcome([]), render, page=name), compiled
+            )
+        outcome = await self.gateway.run(
+            slide_spec(compiled),
+            workspace_id=workspace_id,
+            parent_id=parent_id,
+            timeout=self.settings.deck_validate_render_timeout_seconds,
+        )
+        result = validation_result(compile_outcome([]), outcome.stage(), page=name)
+        return PageCheck(
+            name, result, compiled, outcome.job.id if outcome.job is not None else None
+        )
+
+    async def check_deck(
+        self, deck: DeckSource, *, workspace_id: str, parent_id: int | None = None
+    ) -> tuple[ValidationResult, list[PageCheck]]:
+        """Every page checked (concurrently; the renderer's slots bound it) and the deck result."""
+        checks = await asyncio.gather(
+            *(
+                self.check(deck, page.name, workspace_id=workspace_id, parent_id=parent_id)
+                for page in deck.pages
+            )
+        )
+        return combine_results({c.name: c.result for c in checks}), list(checks)

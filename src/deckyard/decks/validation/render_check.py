@@ -1,0 +1,97 @@
+"""Renders through the control plane with a bounded wait, and maps the outcome to a render stage.
+
+Rule Q0 lives here on the service side: no live renderer, a render job that failed with an
+infrastructure code, or a wait that ran out all make the render stage `unavailable`; only a
+content error code or the renderer's own diagnostics can make it `failed`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+from deckyard.decks.validation.result import StageOutcome
+from deckyard.decks.validation.rules import (
+    render_outcome_from_diagnostics,
+    render_outcome_from_error,
+)
+from deckyard.jobs import Job, JobStatus, Runtime
+from deckyard.render.control.service import RenderQueueFull, RenderService
+from deckyard.render.control.spec import ScreenshotSpec
+from deckyard.render.control.status import RendererState
+from deckyard.render.protocol import RenderErrorCode
+
+
+@dataclass(frozen=True)
+class RenderOutcome:
+    """How one render ended: the finished screenshot job, or an error code and message."""
+
+    job: Job | None
+    error_code: str | None = None
+    message: str | None = None
+
+    @property
+    def result(self) -> dict[str, Any]:
+        """The screenshot job's result (artefact key, content type, size, sha256, diagnostics)."""
+        if self.job is None or not isinstance(self.job.result, dict):
+            return {}
+        return self.job.result
+
+    def stage(self) -> StageOutcome:
+        """The render stage of a validation for this outcome."""
+        if self.error_code is not None:
+            return render_outcome_from_error(self.error_code, self.message)
+        return render_outcome_from_diagnostics(self.result.get("diagnostics") or {})
+
+
+class RenderGateway:
+    """Submits screenshot jobs to the render control plane and waits for them, bounded."""
+
+    def __init__(self, render: RenderService, runtime: Runtime) -> None:
+        self.render = render
+        self.runtime = runtime
+
+    async def renderer_live(self) -> bool:
+        """Whether at least one renderer answered its last probe."""
+        renderers = await self.render.renderers()
+        return any(r["state"] == RendererState.UP.value for r in renderers)
+
+    async def run(
+        self,
+        spec: ScreenshotSpec,
+        *,
+        workspace_id: str,
+        parent_id: int | None,
+        timeout: float,
+    ) -> RenderOutcome:
+        """Render `spec` as a child screenshot job and wait at most `timeout` seconds.
+
+        The job is never shared (no dedupe), so cancelling it when the wait runs out affects
+        nobody else.
+        """
+        if not await self.renderer_live():
+            return RenderOutcome(
+                None,
+                RenderErrorCode.SERVICE_UNAVAILABLE.value,
+                "no renderer is up; start one (deckyard serve --renderers 1) and retry",
+            )
+        try:
+            job = await self.render.screenshot(
+                spec, workspace_id=workspace_id, dedupe=False, parent_id=parent_id
+            )
+        except RenderQueueFull as exc:
+            return RenderOutcome(None, exc.code.value, str(exc))
+        try:
+            done = await self.runtime.wait(job.id, timeout=timeout)
+        except TimeoutError:
+            await asyncio.shield(self.runtime.cancel(job.id))
+            return RenderOutcome(
+                None,
+                RenderErrorCode.DEADLINE_EXCEEDED.value,
+                f"the renderer did not answer within {timeout:g} s",
+            )
+        if done.status == JobStatus.SUCCEEDED:
+            return RenderOutcome(done)
+        code = done.error_code or RenderErrorCode.RESULT_LOST.value
+        return RenderOutcome(done, code, done.error_message)

@@ -22,18 +22,18 @@ from deckyard.config import Settings
 from deckyard.db import Database
 from deckyard.db.migrate import upgrade
 from deckyard.render.control.admission import RenderQueueFull, queue_check
-from deckyard.render.control.attempts import (
+from deckyard.render.control.coordinator import Coordinator
+from deckyard.render.control.models import RenderRequest
+from deckyard.render.control.schema import render_attempts, render_requests, render_workers
+from deckyard.render.control.sources import RendererSource, RendererSources
+from deckyard.render.control.status import AttemptState, RequestStatus
+from deckyard.render.control.store import NewRequest, request_get, request_insert
+from deckyard.render.control.store_attempts import (
     ResultRefused,
     attempts_active,
     attempts_of_request,
     result_commit,
 )
-from deckyard.render.control.coordinator import Coordinator
-from deckyard.render.control.models import RenderRequest
-from deckyard.render.control.repository import NewRequest, request_get, request_insert
-from deckyard.render.control.schema import render_attempts, render_requests, render_workers
-from deckyard.render.control.sources import RendererSource, RendererSources
-from deckyard.render.control.status import AttemptState, RequestStatus
 from deckyard.render.control.wait import wait_for_terminal
 from deckyard.storage import ArtifactStore
 from tests.integration.test_render_fake import FakeFleet, FakeRenderer

@@ -26,7 +26,7 @@ from deckyard.api.state import loops_of
 from deckyard.jobs import Runtime
 from deckyard.jobs.loop import Loop
 from deckyard.jobs.schema import jobs
-from deckyard.render.control.schema import render_requests
+from deckyard.render.control.store import request_counts
 
 router = APIRouter(tags=["operations"])
 
@@ -151,13 +151,7 @@ async def metrics(request: Request) -> Response:
             select(jobs.c.queue, jobs.c.status, func.count()).group_by(jobs.c.queue, jobs.c.status)
         )
         counts = [(str(r[0]), str(r[1]), int(r[2])) for r in rows]
-        rr = render_requests
-        rows = await conn.execute(
-            select(rr.c.status, rr.c.error_code, func.count()).group_by(
-                rr.c.status, rr.c.error_code
-            )
-        )
-        render_counts = [(str(r[0]), str(r[1] or ""), int(r[2])) for r in rows]
+        render_counts = await request_counts(conn)
     render = getattr(state, "render", None)
     renderers = await render.renderers() if render is not None else []
     loops = loops_of(state)

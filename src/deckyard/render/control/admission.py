@@ -14,15 +14,16 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from deckyard.config import Settings
 from deckyard.db import Database
-from deckyard.render.control.attempts import attempt_admit, occupancy_snapshot
 from deckyard.render.control.models import RenderAttempt, Renderer, RenderRequest
-from deckyard.render.control.repository import (
+from deckyard.render.control.status import ControlErrorCode, RendererState, RequestStatus
+from deckyard.render.control.store import (
+    occupancy_snapshot,
     renderer_list,
+    request_admit,
     request_finish,
     request_queue_depth,
     requests_due,
 )
-from deckyard.render.control.status import ControlErrorCode, RendererState, RequestStatus
 from deckyard.render.protocol import RenderErrorCode
 
 
@@ -123,7 +124,7 @@ async def admit_due(
             break
         renderer, slot = choice
         assert renderer.epoch is not None
-        attempt = await attempt_admit(
+        attempt = await request_admit(
             db,
             conn,
             request,

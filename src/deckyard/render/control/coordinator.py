@@ -26,26 +26,26 @@ from deckyard.db import Database
 from deckyard.jobs import Loop, Tick
 from deckyard.jobs.loop import ACTIVE, IDLE, MORE
 from deckyard.render.control.admission import Admitted, admit_due
-from deckyard.render.control.attempts import (
-    attempt_end,
-    attempts_reconcile_epoch,
-    attempts_recover_expired,
-    lease_next_expiry,
-    occupancy_snapshot,
-)
 from deckyard.render.control.client import Rejection, RendererClient
 from deckyard.render.control.receipts import ReceiptPoller
-from deckyard.render.control.repository import (
+from deckyard.render.control.results import ResultCommitter
+from deckyard.render.control.sources import RendererSources
+from deckyard.render.control.status import WAKE_RENDER, AttemptState, RendererState
+from deckyard.render.control.store import (
     RendererChangedConcurrently,
     RendererSeen,
+    occupancy_snapshot,
     renderer_differs,
     renderer_list,
     renderer_upsert_if_changed,
     request_next_due,
 )
-from deckyard.render.control.results import ResultCommitter
-from deckyard.render.control.sources import RendererSources
-from deckyard.render.control.status import WAKE_RENDER, AttemptState, RendererState
+from deckyard.render.control.store_attempts import (
+    attempt_end,
+    attempts_reconcile_epoch,
+    attempts_recover_expired,
+    lease_next_expiry,
+)
 from deckyard.render.protocol import RenderErrorCode
 from deckyard.storage import ArtifactStore
 

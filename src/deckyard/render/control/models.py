@@ -8,12 +8,7 @@ from typing import Any
 
 from sqlalchemy import Row
 
-from deckyard.render.control.schema import render_attempts, render_requests, render_workers
 from deckyard.render.control.status import AttemptState, RendererState, RequestStatus
-
-RENDERER_COLUMNS = tuple(render_workers.c)
-REQUEST_COLUMNS = tuple(render_requests.c)
-ATTEMPT_COLUMNS = tuple(render_attempts.c)
 
 
 @dataclass(frozen=True)
@@ -33,7 +28,7 @@ class Renderer:
 
     @classmethod
     def from_row(cls, row: Row[Any]) -> Renderer:
-        """Build from a row selected with `RENDERER_COLUMNS`."""
+        """Build from a `render_workers` row selected with `store.RENDERER_COLUMNS`."""
         values = row._asdict()
         values["state"] = RendererState(values["state"])
         return cls(**values)
@@ -66,7 +61,7 @@ class RenderRequest:
 
     @classmethod
     def from_row(cls, row: Row[Any]) -> RenderRequest:
-        """Build from a row selected with `REQUEST_COLUMNS`."""
+        """Build from a row selected with `store.REQUEST_COLUMNS`."""
         values = row._asdict()
         values["status"] = RequestStatus(values["status"])
         return cls(**values)
@@ -104,7 +99,7 @@ class RenderAttempt:
 
     @classmethod
     def from_row(cls, row: Row[Any]) -> RenderAttempt:
-        """Build from a row selected with `ATTEMPT_COLUMNS`."""
+        """Build from a row selected with `store.ATTEMPT_COLUMNS`; maps `worker_*` columns."""
         values = row._asdict()
         values["status"] = AttemptState(values["status"])
         values["renderer_row_id"] = values.pop("worker_id")

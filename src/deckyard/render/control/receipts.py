@@ -19,21 +19,21 @@ from datetime import datetime
 from deckyard.clock import Clock
 from deckyard.config import Settings
 from deckyard.db import Database
-from deckyard.render.control.attempts import (
+from deckyard.render.control.client import RendererClient
+from deckyard.render.control.models import RenderAttempt, RenderRequest
+from deckyard.render.control.results import ResultCommitter
+from deckyard.render.control.sources import RendererSource, RendererSources
+from deckyard.render.control.status import AttemptState, RequestStatus
+from deckyard.render.control.store import (
+    request_finish,
+    requests_running_overdue_or_cancelled,
+)
+from deckyard.render.control.store_attempts import (
     attempt_end,
     attempt_release,
     attempts_active,
     lease_renew,
 )
-from deckyard.render.control.client import RendererClient
-from deckyard.render.control.models import RenderAttempt, RenderRequest
-from deckyard.render.control.repository import (
-    request_finish,
-    requests_running_overdue_or_cancelled,
-)
-from deckyard.render.control.results import ResultCommitter
-from deckyard.render.control.sources import RendererSource, RendererSources
-from deckyard.render.control.status import AttemptState, RequestStatus
 from deckyard.render.protocol import AttemptStatus, Receipt, RenderErrorCode, is_retryable
 
 log = logging.getLogger(__name__)

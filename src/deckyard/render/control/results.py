@@ -17,11 +17,11 @@ import httpx
 from deckyard.clock import Clock
 from deckyard.config import Settings
 from deckyard.db import Database
-from deckyard.render.control.attempts import ResultRefused, attempt_end, result_commit
 from deckyard.render.control.client import ArtifactMismatch, RendererClient
 from deckyard.render.control.models import RenderAttempt
 from deckyard.render.control.sources import RendererSource
 from deckyard.render.control.status import AttemptState
+from deckyard.render.control.store_attempts import ResultRefused, attempt_end, result_commit
 from deckyard.render.protocol import Receipt, RenderErrorCode
 from deckyard.storage import ArtifactStore
 

@@ -29,15 +29,15 @@ from deckyard.jobs import JobContext, JobError, JobErrorCode, JobStatus
 from deckyard.jobs.schema import jobs
 from deckyard.render.control.admission import RenderQueueFull, queue_check
 from deckyard.render.control.models import RenderRequest
-from deckyard.render.control.repository import (
+from deckyard.render.control.spec import ScreenshotSpec
+from deckyard.render.control.status import RequestStatus
+from deckyard.render.control.store import (
     NewRequest,
     request_adopt,
     request_cancel_for_jobs,
     request_get,
     request_insert,
 )
-from deckyard.render.control.spec import ScreenshotSpec
-from deckyard.render.control.status import RequestStatus
 from deckyard.render.control.wait import wait_for_terminal
 from deckyard.render.protocol import error_kind
 

@@ -14,14 +14,18 @@ from deckyard.jobs import Job, Loop, Runtime
 from deckyard.jobs.schema import jobs
 from deckyard.jobs.status import ACTIVE
 from deckyard.render.control.admission import RenderQueueFull
-from deckyard.render.control.attempts import attempts_of_request, occupancy_snapshot
 from deckyard.render.control.coordinator import Coordinator
 from deckyard.render.control.models import RenderAttempt, RenderRequest
-from deckyard.render.control.repository import renderer_list, request_get
-from deckyard.render.control.schema import render_requests
 from deckyard.render.control.screenshots import RENDER_QUEUE, SCREENSHOT_KIND, ScreenshotHandler
 from deckyard.render.control.sources import RendererSources, configured_sources
 from deckyard.render.control.spec import ScreenshotSpec
+from deckyard.render.control.store import (
+    occupancy_snapshot,
+    renderer_list,
+    request_get,
+    request_latest_of_job,
+)
+from deckyard.render.control.store_attempts import attempts_of_request
 from deckyard.render.control.supervisor import Supervisor
 from deckyard.render.control.wait import wait_for_terminal
 from deckyard.storage import ArtifactStore
@@ -163,14 +167,7 @@ class RenderService:
     async def request_for_job(self, job_id: int) -> RenderRequest | None:
         """The newest render request opened by a job, if any."""
         async with self.db.read_connection() as conn:
-            request_id = (
-                await conn.execute(
-                    select(func.max(render_requests.c.id)).where(
-                        render_requests.c.parent_job_id == job_id
-                    )
-                )
-            ).scalar_one_or_none()
-            return None if request_id is None else await request_get(conn, request_id)
+            return await request_latest_of_job(conn, job_id)
 
     async def request(self, request_id: int) -> RenderRequest | None:
         """One render request."""

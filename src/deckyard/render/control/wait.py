@@ -6,8 +6,8 @@ import asyncio
 
 from deckyard.db import Database
 from deckyard.render.control.models import RenderRequest
-from deckyard.render.control.repository import request_get
 from deckyard.render.control.status import WAKE_REQUESTS
+from deckyard.render.control.store import request_get
 
 
 class RequestNotFound(LookupError):

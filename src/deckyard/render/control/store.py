@@ -1,29 +1,34 @@
-"""Statements on render requests and renderers (noun-first: `request_*`, `renderer_*`).
+"""Every statement on the render tables: requests, attempts' admission, renderers.
 
-Every state change is guarded in its WHERE clause and returns whether it applied; callers check.
-Request state changes wake `WAKE_REQUESTS` (waiters) and `WAKE_RENDER` (the coordinator) at
-commit, in process and, on PostgreSQL, through NOTIFY.
+Noun-first names (`request_*`, `renderer_*`, `occupancy_*`); the statements on attempts after
+admission (leases, releases, the result commit, recovery) are in `store_attempts`, which builds
+on this module. Nothing else in `render.control` touches these tables. Every state change is
+guarded in its WHERE clause and returns whether it applied; callers check. Request state changes
+wake `WAKE_REQUESTS` (waiters) and `WAKE_RENDER` (the coordinator) at commit, in process and, on
+PostgreSQL, through NOTIFY.
+
+The renderers live in the table `render_workers` and an attempt's renderer in the columns
+`render_attempts.worker_id` / `worker_epoch`: names from before "worker" came to mean only the
+job worker. They are kept (renaming them needs a migration for nothing); `Renderer` and
+`RenderAttempt.renderer_row_id` / `renderer_epoch` are their Python names.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import case, func, select, text, update
+from sqlalchemy import case, func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from deckyard.db import Database
-from deckyard.render.control.models import (
-    RENDERER_COLUMNS,
-    REQUEST_COLUMNS,
-    Renderer,
-    RenderRequest,
-)
+from deckyard.render.control.models import RenderAttempt, Renderer, RenderRequest
 from deckyard.render.control.schema import (
     ACTIVE_REQUEST_PREDICATE,
+    render_attempts,
     render_requests,
     render_workers,
 )
@@ -31,13 +36,18 @@ from deckyard.render.control.status import (
     ACTIVE_REQUEST,
     WAKE_RENDER,
     WAKE_REQUESTS,
+    AttemptState,
     RendererState,
     RequestStatus,
 )
 from deckyard.render.protocol import RenderErrorCode
 
 R = render_requests
+A = render_attempts
 W = render_workers
+RENDERER_COLUMNS = tuple(W.c)
+REQUEST_COLUMNS = tuple(R.c)
+ATTEMPT_COLUMNS = tuple(A.c)
 
 
 @dataclass(frozen=True)
@@ -54,7 +64,7 @@ class NewRequest:
     parent_job_id: int | None = None
 
 
-def changed(db: Database, conn: AsyncConnection) -> None:
+def wake_on_commit(db: Database, conn: AsyncConnection) -> None:
     """Wake waiters and the coordinator when this transaction commits."""
     db.notify(conn, WAKE_REQUESTS)
     db.notify(conn, WAKE_RENDER)
@@ -90,7 +100,7 @@ async def request_insert(
     )
     inserted = (await conn.execute(stmt)).first()
     if inserted is not None:
-        changed(db, conn)
+        wake_on_commit(db, conn)
         return RenderRequest.from_row(inserted), True
     existing = (
         await conn.execute(
@@ -120,6 +130,22 @@ async def request_get(conn: AsyncConnection, request_id: int) -> RenderRequest |
     """One request by id."""
     row = (await conn.execute(select(*REQUEST_COLUMNS).where(R.c.id == request_id))).first()
     return RenderRequest.from_row(row) if row is not None else None
+
+
+async def request_latest_of_job(conn: AsyncConnection, job_id: int) -> RenderRequest | None:
+    """The newest request a job opened, if any."""
+    request_id = (
+        await conn.execute(select(func.max(R.c.id)).where(R.c.parent_job_id == job_id))
+    ).scalar_one_or_none()
+    return None if request_id is None else await request_get(conn, request_id)
+
+
+async def request_counts(conn: AsyncConnection) -> list[tuple[str, str, int]]:
+    """How many requests there are per (status, error code); no error code counts as ""."""
+    rows = await conn.execute(
+        select(R.c.status, R.c.error_code, func.count()).group_by(R.c.status, R.c.error_code)
+    )
+    return [(str(r[0]), str(r[1] or ""), int(r[2])) for r in rows]
 
 
 async def request_queue_depth(conn: AsyncConnection, workspace_id: str) -> tuple[int, int]:
@@ -193,7 +219,7 @@ async def request_finish(
         )
     )
     if result.rowcount == 1:
-        changed(db, conn)
+        wake_on_commit(db, conn)
         return True
     return False
 
@@ -252,7 +278,7 @@ async def request_requeue_or_fail(
             )
         )
         if result.rowcount == 1:
-            changed(db, conn)
+            wake_on_commit(db, conn)
             return RequestStatus.PENDING
         return None
     if retryable and req.deadline_at <= retry_at:
@@ -302,8 +328,82 @@ async def request_cancel_for_jobs(
     )
     touched = ended.rowcount + asked.rowcount
     if touched:
-        changed(db, conn)
+        wake_on_commit(db, conn)
     return touched
+
+
+async def request_admit(
+    db: Database,
+    conn: AsyncConnection,
+    request: RenderRequest,
+    *,
+    renderer_row_id: int,
+    epoch: str,
+    slot: int,
+    attempt_key: str,
+    timeout_seconds: float,
+    lease_seconds: float,
+    now: datetime,
+) -> RenderAttempt | None:
+    """Move a pending request to running and give it an attempt on a slot; None if it moved."""
+    moved = await conn.execute(
+        update(R)
+        .where(
+            R.c.id == request.id,
+            R.c.status == RequestStatus.PENDING.value,
+            R.c.cancel_requested_at.is_(None),
+            R.c.retry_after <= now,
+        )
+        .values(status=RequestStatus.RUNNING.value, attempts=R.c.attempts + 1, updated_at=now)
+    )
+    if moved.rowcount != 1:
+        return None
+    row = (
+        await conn.execute(
+            insert(A)
+            .values(
+                request_id=request.id,
+                attempt_key=attempt_key,
+                workspace_id=request.workspace_id,
+                worker_id=renderer_row_id,
+                worker_epoch=epoch,
+                slot=slot,
+                active_occupancy=1,
+                status=AttemptState.ADMITTED.value,
+                timeout_seconds=timeout_seconds,
+                lease_expires_at=now + timedelta(seconds=lease_seconds),
+                created_at=now,
+                updated_at=now,
+            )
+            .returning(*ATTEMPT_COLUMNS)
+        )
+    ).one()
+    wake_on_commit(db, conn)
+    return RenderAttempt.from_row(row)
+
+
+@dataclass
+class Occupancy:
+    """Who holds slots right now."""
+
+    total: int = 0
+    by_workspace: Counter[str] = field(default_factory=Counter)
+    taken: dict[tuple[int, str], set[int]] = field(default_factory=dict)
+
+
+async def occupancy_snapshot(conn: AsyncConnection) -> Occupancy:
+    """Every held slot, counted globally, per workspace and per renderer epoch."""
+    rows = await conn.execute(
+        select(A.c.workspace_id, A.c.worker_id, A.c.worker_epoch, A.c.slot).where(
+            A.c.active_occupancy == 1
+        )
+    )
+    occ = Occupancy()
+    for row in rows:
+        occ.total += 1
+        occ.by_workspace[row.workspace_id] += 1
+        occ.taken.setdefault((row.worker_id, row.worker_epoch), set()).add(row.slot)
+    return occ
 
 
 async def renderer_list(conn: AsyncConnection) -> list[Renderer]:

@@ -1,26 +1,29 @@
-"""Statements on render attempts (noun-first: `attempt_*`, `lease_*`, `result_commit`).
+"""Statements on render attempts after admission (noun-first: `attempt_*`, `lease_*`, `result_*`).
 
 An attempt holds its renderer slot while `active_occupancy = 1`; the partial unique index on
 `(worker_id, worker_epoch, slot) WHERE active_occupancy = 1` makes a second holder impossible.
-Every function that ends an attempt clears `active_occupancy` in the same guarded UPDATE.
+Every function that ends an attempt clears `active_occupancy` in the same guarded UPDATE. Admission
+(`request_admit`) and the shared helpers are in `store`; see there for the column names.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from deckyard.db import Database
-from deckyard.render.control.models import ATTEMPT_COLUMNS, RenderAttempt, RenderRequest
-from deckyard.render.control.repository import changed, request_requeue_or_fail
+from deckyard.render.control.models import RenderAttempt
 from deckyard.render.control.schema import render_attempts, render_requests
 from deckyard.render.control.status import ACTIVE_ATTEMPT, AttemptState, RequestStatus
+from deckyard.render.control.store import (
+    ATTEMPT_COLUMNS,
+    request_requeue_or_fail,
+    wake_on_commit,
+)
 from deckyard.render.protocol import RenderErrorCode
 
 A = render_attempts
@@ -32,80 +35,6 @@ class ResultRefused(Exception):
 
     Raised inside the commit transaction so that everything it wrote is rolled back.
     """
-
-
-@dataclass
-class Occupancy:
-    """Who holds slots right now."""
-
-    total: int = 0
-    by_workspace: Counter[str] = field(default_factory=Counter)
-    taken: dict[tuple[int, str], set[int]] = field(default_factory=dict)
-
-
-async def occupancy_snapshot(conn: AsyncConnection) -> Occupancy:
-    """Every held slot, counted globally, per workspace and per renderer epoch."""
-    rows = await conn.execute(
-        select(A.c.workspace_id, A.c.worker_id, A.c.worker_epoch, A.c.slot).where(
-            A.c.active_occupancy == 1
-        )
-    )
-    occ = Occupancy()
-    for row in rows:
-        occ.total += 1
-        occ.by_workspace[row.workspace_id] += 1
-        occ.taken.setdefault((row.worker_id, row.worker_epoch), set()).add(row.slot)
-    return occ
-
-
-async def attempt_admit(
-    db: Database,
-    conn: AsyncConnection,
-    request: RenderRequest,
-    *,
-    renderer_row_id: int,
-    epoch: str,
-    slot: int,
-    attempt_key: str,
-    timeout_seconds: float,
-    lease_seconds: float,
-    now: datetime,
-) -> RenderAttempt | None:
-    """Move a pending request to running and give it an attempt on a slot; None if it moved."""
-    moved = await conn.execute(
-        update(R)
-        .where(
-            R.c.id == request.id,
-            R.c.status == RequestStatus.PENDING.value,
-            R.c.cancel_requested_at.is_(None),
-            R.c.retry_after <= now,
-        )
-        .values(status=RequestStatus.RUNNING.value, attempts=R.c.attempts + 1, updated_at=now)
-    )
-    if moved.rowcount != 1:
-        return None
-    row = (
-        await conn.execute(
-            insert(A)
-            .values(
-                request_id=request.id,
-                attempt_key=attempt_key,
-                workspace_id=request.workspace_id,
-                worker_id=renderer_row_id,
-                worker_epoch=epoch,
-                slot=slot,
-                active_occupancy=1,
-                status=AttemptState.ADMITTED.value,
-                timeout_seconds=timeout_seconds,
-                lease_expires_at=now + timedelta(seconds=lease_seconds),
-                created_at=now,
-                updated_at=now,
-            )
-            .returning(*ATTEMPT_COLUMNS)
-        )
-    ).one()
-    changed(db, conn)
-    return RenderAttempt.from_row(row)
 
 
 async def attempts_active(conn: AsyncConnection) -> list[RenderAttempt]:
@@ -190,7 +119,7 @@ async def attempt_release(
         )
     )
     if result.rowcount == 1:
-        changed(db, conn)
+        wake_on_commit(db, conn)
         return True
     return False
 
@@ -294,7 +223,7 @@ async def result_commit(
         raise ResultRefused(
             f"request {attempt.request_id} was cancelled, passed its deadline or ended"
         )
-    changed(db, conn)
+    wake_on_commit(db, conn)
 
 
 async def attempts_recover_expired(

@@ -119,7 +119,7 @@ async def admit_due(
             break
         if occ.by_workspace[request.workspace_id] >= settings.render_workspace_cap:
             continue
-        choice = _free_slot(renderers, occ.taken)
+        choice = free_slot(renderers, occ.taken)
         if choice is None:
             break
         renderer, slot = choice
@@ -145,7 +145,7 @@ async def admit_due(
     return admitted
 
 
-def _free_slot(
+def free_slot(
     renderers: list[Renderer], taken: dict[tuple[int, str], set[int]]
 ) -> tuple[Renderer, int] | None:
     """The least busy renderer's lowest free slot, or None when every slot is held."""

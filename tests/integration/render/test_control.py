@@ -36,7 +36,7 @@ from deckyard.render.control.store_attempts import (
 )
 from deckyard.render.control.wait import wait_for_terminal
 from deckyard.storage import ArtifactStore
-from tests.integration.test_render_fake import FakeFleet, FakeRenderer
+from tests.integration.render.fake_renderer import FakeFleet, FakeRenderer
 
 SECRET = "integration-secret-0123456789"
 

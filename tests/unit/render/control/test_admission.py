@@ -1,0 +1,49 @@
+"""Slot choice: the least busy renderer's lowest free slot, per renderer epoch."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from deckyard.render.control.admission import free_slot
+from deckyard.render.control.models import Renderer
+from deckyard.render.control.status import RendererState
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def renderer(row_id: int, slots: int, epoch: str = "e1") -> Renderer:
+    return Renderer(
+        id=row_id,
+        name=f"r{row_id}",
+        url=f"http://r{row_id}",
+        renderer_id=f"host:{row_id}",
+        epoch=epoch,
+        slots=slots,
+        state=RendererState.UP,
+        error=None,
+        created_at=NOW,
+        updated_at=NOW,
+    )
+
+
+def test_lowest_free_slot_of_the_least_busy_renderer() -> None:
+    one, two = renderer(1, 3), renderer(2, 3)
+    taken = {(1, "e1"): {0}, (2, "e1"): {0, 1}}
+    assert free_slot([one, two], taken) == (one, 1)
+    assert free_slot([two, one], taken) == (one, 1)
+
+
+def test_a_tie_goes_to_the_first_renderer_listed() -> None:
+    one, two = renderer(1, 2), renderer(2, 2)
+    assert free_slot([one, two], {}) == (one, 0)
+
+
+def test_slots_held_under_an_old_epoch_do_not_count() -> None:
+    restarted = renderer(1, 1, epoch="e2")
+    assert free_slot([restarted], {(1, "e1"): {0}}) == (restarted, 0)
+
+
+def test_none_when_every_slot_is_held() -> None:
+    one, empty = renderer(1, 2), renderer(2, 0)
+    assert free_slot([one, empty], {(1, "e1"): {0, 1}}) is None
+    assert free_slot([], {}) is None

@@ -22,10 +22,11 @@ from deckyard.config import Settings
 from deckyard.db import Database
 from deckyard.db.migrate import upgrade
 from deckyard.render.control.admission import RenderQueueFull, queue_check
+from deckyard.render.control.client import RendererSource, RendererSources
 from deckyard.render.control.coordinator import Coordinator
 from deckyard.render.control.models import RenderRequest
 from deckyard.render.control.schema import render_attempts, render_requests, render_workers
-from deckyard.render.control.sources import RendererSource, RendererSources
+from deckyard.render.control.screenshots import wait_for_terminal
 from deckyard.render.control.status import AttemptState, RequestStatus
 from deckyard.render.control.store import NewRequest, request_get, request_insert
 from deckyard.render.control.store_attempts import (
@@ -34,7 +35,6 @@ from deckyard.render.control.store_attempts import (
     attempts_of_request,
     result_commit,
 )
-from deckyard.render.control.wait import wait_for_terminal
 from deckyard.storage import ArtifactStore
 from tests.integration.render.fake_renderer import FakeFleet, FakeRenderer
 

@@ -26,10 +26,9 @@ from deckyard.db import Database
 from deckyard.jobs import Loop, Tick
 from deckyard.jobs.loop import ACTIVE, IDLE, MORE
 from deckyard.render.control.admission import Admitted, admit_due
-from deckyard.render.control.client import Rejection, RendererClient
+from deckyard.render.control.client import Rejection, RendererClient, RendererSources
 from deckyard.render.control.receipts import ReceiptPoller
 from deckyard.render.control.results import ResultCommitter
-from deckyard.render.control.sources import RendererSources
 from deckyard.render.control.status import WAKE_RENDER, AttemptState, RendererState
 from deckyard.render.control.store import (
     RendererChangedConcurrently,

@@ -19,10 +19,9 @@ from datetime import datetime
 from deckyard.clock import Clock
 from deckyard.config import Settings
 from deckyard.db import Database
-from deckyard.render.control.client import RendererClient
+from deckyard.render.control.client import RendererClient, RendererSource, RendererSources
 from deckyard.render.control.models import RenderAttempt, RenderRequest
 from deckyard.render.control.results import ResultCommitter
-from deckyard.render.control.sources import RendererSource, RendererSources
 from deckyard.render.control.status import AttemptState, RequestStatus
 from deckyard.render.control.store import (
     request_finish,

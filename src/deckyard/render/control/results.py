@@ -17,9 +17,8 @@ import httpx
 from deckyard.clock import Clock
 from deckyard.config import Settings
 from deckyard.db import Database
-from deckyard.render.control.client import ArtifactMismatch, RendererClient
+from deckyard.render.control.client import ArtifactMismatch, RendererClient, RendererSource
 from deckyard.render.control.models import RenderAttempt
-from deckyard.render.control.sources import RendererSource
 from deckyard.render.control.status import AttemptState
 from deckyard.render.control.store_attempts import ResultRefused, attempt_end, result_commit
 from deckyard.render.protocol import Receipt, RenderErrorCode

@@ -1,4 +1,6 @@
-"""Screenshot jobs: the handler that opens or joins a render request and waits for it.
+"""Screenshot jobs: the handler that opens or joins a render request and waits for it to end.
+
+The wait (`wait_for_terminal`) is woken by the request's state change, never by a fast poll.
 
 Cancellation reaches the request three ways, so a cancelled job never leaves a live render:
 
@@ -30,7 +32,7 @@ from deckyard.jobs.schema import jobs
 from deckyard.render.control.admission import RenderQueueFull, queue_check
 from deckyard.render.control.models import RenderRequest
 from deckyard.render.control.spec import ScreenshotSpec
-from deckyard.render.control.status import RequestStatus
+from deckyard.render.control.status import WAKE_REQUESTS, RequestStatus
 from deckyard.render.control.store import (
     NewRequest,
     request_adopt,
@@ -38,13 +40,39 @@ from deckyard.render.control.store import (
     request_get,
     request_insert,
 )
-from deckyard.render.control.wait import wait_for_terminal
 from deckyard.render.protocol import error_kind
 
 log = logging.getLogger(__name__)
 
 SCREENSHOT_KIND = "screenshot"
 RENDER_QUEUE = "render"
+
+
+class RequestNotFound(LookupError):
+    """No render request has that id."""
+
+
+async def wait_for_terminal(
+    db: Database, request_id: int, timeout: float | None, recheck_seconds: float
+) -> RenderRequest:
+    """Return the request once it is terminal; reads only, never writes.
+
+    Every request state change wakes `WAKE_REQUESTS` at commit (in process, and through NOTIFY
+    on PostgreSQL); `recheck_seconds` only bounds how long a missed wakeup could delay us.
+    """
+    sub = db.bus.subscribe(WAKE_REQUESTS)
+    try:
+        async with asyncio.timeout(timeout):
+            while True:
+                async with db.read_connection() as conn:
+                    request = await request_get(conn, request_id)
+                if request is None:
+                    raise RequestNotFound(request_id)
+                if request.is_terminal:
+                    return request
+                await sub.wait(recheck_seconds)
+    finally:
+        sub.close()
 
 
 async def job_cancel_flag(conn: AsyncConnection, job_id: int, *, lock: bool) -> tuple[str, bool]:

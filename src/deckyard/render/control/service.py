@@ -14,10 +14,15 @@ from deckyard.jobs import Job, Loop, Runtime
 from deckyard.jobs.schema import jobs
 from deckyard.jobs.status import ACTIVE
 from deckyard.render.control.admission import RenderQueueFull
+from deckyard.render.control.client import RendererSources, configured_sources
 from deckyard.render.control.coordinator import Coordinator
 from deckyard.render.control.models import RenderAttempt, RenderRequest
-from deckyard.render.control.screenshots import RENDER_QUEUE, SCREENSHOT_KIND, ScreenshotHandler
-from deckyard.render.control.sources import RendererSources, configured_sources
+from deckyard.render.control.screenshots import (
+    RENDER_QUEUE,
+    SCREENSHOT_KIND,
+    ScreenshotHandler,
+    wait_for_terminal,
+)
 from deckyard.render.control.spec import ScreenshotSpec
 from deckyard.render.control.store import (
     occupancy_snapshot,
@@ -27,7 +32,6 @@ from deckyard.render.control.store import (
 )
 from deckyard.render.control.store_attempts import attempts_of_request
 from deckyard.render.control.supervisor import Supervisor
-from deckyard.render.control.wait import wait_for_terminal
 from deckyard.storage import ArtifactStore
 
 log = logging.getLogger(__name__)

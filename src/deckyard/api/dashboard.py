@@ -25,6 +25,7 @@ from deckyard.api.dashboard_format import templates
 from deckyard.api.errors import ApiError
 from deckyard.api.health import readyz
 from deckyard.api.jobs import JobOut, StatusName, owned_job, runtime_of
+from deckyard.api.params import AfterId, BeforeId, RowId, bounded_id
 from deckyard.api.tasks import TaskEventOut, executor_of, owned_task, task_out
 from deckyard.db.notify import ANY_CHANNEL, Subscription
 from deckyard.jobs import Job
@@ -158,7 +159,7 @@ async def jobs_page(
     status: Annotated[StatusName | None, Query()] = None,
     queue: Annotated[str | None, Query(max_length=64)] = None,
     kind: Annotated[str | None, Query(max_length=128)] = None,
-    before: Annotated[int | None, Query(ge=1)] = None,
+    before: BeforeId = None,
 ) -> Response:
     """Jobs of the workspace with filters and paging; rows update live."""
     principal = await signed_in(request)
@@ -203,7 +204,7 @@ async def job_rows(
     request: Request,
     principal: Caller,
     watch: Annotated[str, Query(max_length=2000, pattern=r"^[0-9,]*$")] = "",
-    newest: Annotated[int | None, Query(ge=0)] = None,
+    newest: AfterId = None,
     status: Annotated[StatusName | None, Query()] = None,
     queue: Annotated[str | None, Query(max_length=64)] = None,
     kind: Annotated[str | None, Query(max_length=128)] = None,
@@ -214,7 +215,7 @@ async def job_rows(
     STREAM_SECONDS so the page reconnects with what it then shows.
     """
     rt = runtime_of(request)
-    ids = {int(i) for i in watch.split(",") if i}
+    ids = {i for i in map(bounded_id, watch.split(",")) if i is not None}
     seen: dict[int, tuple[Any, ...]] = {}
     filters = {k: v for k, v in (("status", status), ("queue", queue), ("kind", kind)) if v}
     subs = [rt.db.bus.subscribe(WAKE_EVENTS), rt.db.bus.subscribe(ANY_CHANNEL)]
@@ -250,7 +251,7 @@ async def job_rows(
 
 
 @router.get("/ui/jobs/{job_id}")
-async def job_page(request: Request, job_id: int) -> Response:
+async def job_page(request: Request, job_id: RowId) -> Response:
     """One job: its fields, artefact, actions and event timeline."""
     principal = await signed_in(request)
     if principal is None:
@@ -281,7 +282,7 @@ async def tasks_page(request: Request) -> Response:
 
 
 @router.get("/ui/tasks/{task_id}")
-async def task_page(request: Request, task_id: int) -> Response:
+async def task_page(request: Request, task_id: RowId) -> Response:
     """One task: its stages with the current one marked, and its execution events."""
     principal = await signed_in(request)
     if principal is None:

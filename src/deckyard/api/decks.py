@@ -25,6 +25,7 @@ from deckyard.api.deck_views import (
 )
 from deckyard.api.errors import ApiError
 from deckyard.api.jobs import JobOut
+from deckyard.api.params import RowId
 from deckyard.decks.errors import DeckSourceError
 from deckyard.decks.jobs.names import PUBLISH_TASK
 from deckyard.decks.service import DeckService
@@ -152,20 +153,20 @@ async def list_decks(
 
 
 @router.get("/{deck_id}", response_model=DeckOut)
-async def get_deck(request: Request, principal: Caller, deck_id: int) -> DeckOut:
+async def get_deck(request: Request, principal: Caller, deck_id: RowId) -> DeckOut:
     """A deck with its pages' current versions."""
     return DeckOut.of(await owned_deck(request, principal, deck_id))
 
 
 @router.get("/{deck_id}/pages/{page}", response_model=PageOut)
-async def get_page(request: Request, principal: Caller, deck_id: int, page: str) -> PageOut:
+async def get_page(request: Request, principal: Caller, deck_id: RowId, page: str) -> PageOut:
     """A page's current version with its source and validation."""
     return PageOut.of_source(page_of(await owned_deck(request, principal, deck_id), page))
 
 
 @router.get("/{deck_id}/pages/{page}/versions", response_model=list[PageVersionOut])
 async def list_versions(
-    request: Request, principal: Caller, deck_id: int, page: str
+    request: Request, principal: Caller, deck_id: RowId, page: str
 ) -> list[PageVersionOut]:
     """Every version of a page, oldest first."""
     versions = await deck_service(request).page_versions(principal.workspace_id, deck_id, page)
@@ -196,7 +197,11 @@ def _edit_refused(job: Job, validation: Any) -> ApiError:
     },
 )
 async def edit_page(
-    request: Request, principal: Caller, deck_id: int, page: str, edit: Annotated[PageEdit, Body()]
+    request: Request,
+    principal: Caller,
+    deck_id: RowId,
+    page: str,
+    edit: Annotated[PageEdit, Body()],
 ) -> JSONResponse:
     """Save a page edit through the write gate: a new version only when validation passed."""
     service = deck_service(request)
@@ -226,7 +231,7 @@ async def edit_page(
 
 @router.post("/{deck_id}/pages/{page}/validate", status_code=202, response_model=JobOut)
 async def validate_page(
-    request: Request, principal: Caller, deck_id: int, page: str
+    request: Request, principal: Caller, deck_id: RowId, page: str
 ) -> JSONResponse:
     """Validate a page's current version as a job (`page.validate`)."""
     page_of(await owned_deck(request, principal, deck_id), page)
@@ -239,7 +244,7 @@ async def validate_page(
 async def screenshot_page(
     request: Request,
     principal: Caller,
-    deck_id: int,
+    deck_id: RowId,
     page: str,
     config: Annotated[ScreenshotConfig | None, Body()] = None,
 ) -> JSONResponse:
@@ -257,21 +262,21 @@ async def screenshot_page(
 
 
 @router.post("/{deck_id}/build", status_code=202, response_model=JobOut)
-async def build_deck(request: Request, principal: Caller, deck_id: int) -> JSONResponse:
+async def build_deck(request: Request, principal: Caller, deck_id: RowId) -> JSONResponse:
     """Build the static site ZIP as a job; its artefact is at `/v1/jobs/{id}/artifact`."""
     await owned_deck(request, principal, deck_id)
     return accepted(await deck_service(request).build(principal.workspace_id, deck_id))
 
 
 @router.post("/{deck_id}/export", status_code=202, response_model=JobOut)
-async def export_deck(request: Request, principal: Caller, deck_id: int) -> JSONResponse:
+async def export_deck(request: Request, principal: Caller, deck_id: RowId) -> JSONResponse:
     """Export the deck as one PDF (a page per slide, at slide size) as a job."""
     await owned_deck(request, principal, deck_id)
     return accepted(await deck_service(request).export(principal.workspace_id, deck_id))
 
 
 @router.post("/{deck_id}/publish", status_code=202, response_model=TaskRef)
-async def publish_deck(request: Request, principal: Caller, deck_id: int) -> JSONResponse:
+async def publish_deck(request: Request, principal: Caller, deck_id: RowId) -> JSONResponse:
     """Publish as a task: validate every page, screenshot every page, build, export."""
     await owned_deck(request, principal, deck_id)
     task_id = await deck_service(request).publish(principal.workspace_id, deck_id)

@@ -12,6 +12,7 @@ from pydantic import BaseModel
 
 from deckyard.api.auth import Principal, current_principal
 from deckyard.api.errors import ApiError
+from deckyard.api.params import BeforeId, RowId, bounded_id
 from deckyard.jobs import Job, JobStateError, Runtime
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
@@ -87,7 +88,7 @@ async def owned_job(request: Request, principal: Principal, job_id: int) -> Job:
     return job
 
 
-async def job_of_caller(request: Request, principal: Caller, job_id: int) -> Job:
+async def job_of_caller(request: Request, principal: Caller, job_id: RowId) -> Job:
     """Dependency form of `owned_job`, resolved before a streaming response starts."""
     return await owned_job(request, principal, job_id)
 
@@ -99,7 +100,7 @@ async def list_jobs(
     status: Annotated[StatusName | None, Query()] = None,
     queue: Annotated[str | None, Query(max_length=64)] = None,
     kind: Annotated[str | None, Query(max_length=128)] = None,
-    before: Annotated[int | None, Query(ge=1)] = None,
+    before: BeforeId = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> JobList:
     """Jobs of the caller's workspace, newest first, with filters."""
@@ -118,20 +119,20 @@ async def list_jobs(
 
 
 @router.get("/{job_id}", response_model=JobOut)
-async def get_job(request: Request, principal: Caller, job_id: int) -> JobOut:
+async def get_job(request: Request, principal: Caller, job_id: RowId) -> JobOut:
     """One job."""
     return JobOut.of(await owned_job(request, principal, job_id))
 
 
 @router.post("/{job_id}/cancel", response_model=JobOut)
-async def cancel_job(request: Request, principal: Caller, job_id: int) -> JobOut:
+async def cancel_job(request: Request, principal: Caller, job_id: RowId) -> JobOut:
     """Cancel a job and its active children; a finished job is returned unchanged."""
     await owned_job(request, principal, job_id)
     return JobOut.of(await runtime_of(request).cancel(job_id))
 
 
 @router.post("/{job_id}/retry", response_model=JobOut)
-async def retry_job(request: Request, principal: Caller, job_id: int) -> JobOut:
+async def retry_job(request: Request, principal: Caller, job_id: RowId) -> JobOut:
     """Run a failed or cancelled job again."""
     await owned_job(request, principal, job_id)
     try:
@@ -150,6 +151,6 @@ async def job_events(
 
     Resume with the `Last-Event-ID` header: only later events are sent.
     """
-    after = int(last_event_id) if last_event_id and last_event_id.isdigit() else 0
+    after = bounded_id(last_event_id) or 0
     async for ev in runtime_of(request).events(job.id, after_id=after):
         yield ServerSentEvent(id=str(ev.id), event=ev.type, data=ev.to_dict())

@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 from deckyard.api.auth import Principal, current_principal
 from deckyard.api.errors import ApiError
 from deckyard.api.jobs import JobOut, owned_job
+from deckyard.api.params import RowId
 from deckyard.render.control.service import RenderQueueFull, RenderService, ScreenshotSpec
 
 router = APIRouter(tags=["render"])
@@ -55,7 +56,7 @@ async def create_screenshot(
 
 
 @router.get("/v1/jobs/{job_id}/artifact", response_class=Response)
-async def job_artifact(request: Request, principal: Caller, job_id: int) -> Response:
+async def job_artifact(request: Request, principal: Caller, job_id: RowId) -> Response:
     """The artefact (PNG, JPEG, WebP or PDF) a finished job produced."""
     job = await owned_job(request, principal, job_id)
     found = await render_service(request).artifact_for_job(job.id)

@@ -11,6 +11,7 @@ from sqlalchemy import select
 
 from deckyard.api.auth import Principal, current_principal
 from deckyard.api.errors import ApiError
+from deckyard.api.params import RowId
 from deckyard.tasks import TaskExecutor
 from deckyard.tasks.schema import tasks
 
@@ -85,14 +86,14 @@ async def list_tasks(
 
 
 @router.get("/{task_id}", response_model=TaskOut)
-async def get_task(request: Request, principal: Caller, task_id: int) -> TaskOut:
+async def get_task(request: Request, principal: Caller, task_id: RowId) -> TaskOut:
     """One task with its stage."""
     return task_out(executor_of(request), await owned_task(request, principal, task_id))
 
 
 @router.get("/{task_id}/events", response_model=list[TaskEventOut])
 async def task_events_route(
-    request: Request, principal: Caller, task_id: int
+    request: Request, principal: Caller, task_id: RowId
 ) -> list[TaskEventOut]:
     """The task's execution events, oldest first."""
     await owned_task(request, principal, task_id)
@@ -101,7 +102,7 @@ async def task_events_route(
 
 
 @router.post("/{task_id}/cancel", response_model=TaskOut)
-async def cancel_task(request: Request, principal: Caller, task_id: int) -> TaskOut:
+async def cancel_task(request: Request, principal: Caller, task_id: RowId) -> TaskOut:
     """Cancel a task and its running stage's jobs."""
     await owned_task(request, principal, task_id)
     await executor_of(request).cancel(task_id)

@@ -52,3 +52,6 @@ class JSONPayload(TypeDecorator[Any]):
 
 BigId = BigInteger().with_variant(Integer(), "sqlite")
 """A 64-bit surrogate key; on SQLite an INTEGER PRIMARY KEY, so it is the fast rowid."""
+
+BIG_ID_MAX = 2**63 - 1
+"""The largest value a `BigId` column holds (a signed 64-bit integer on both databases)."""

@@ -18,6 +18,8 @@ FONT_FAMILY_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9 _-]{0,99}$"
 LANG_PATTERN = r"^[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8})*$"
 DEFAULT_SLIDE_WIDTH = 1920
 DEFAULT_SLIDE_HEIGHT = 1080
+MAX_PATH_LENGTH = 500
+"""The longest deck-relative path stored (the width of the `path` columns)."""
 
 MEDIA_TYPES: dict[str, str] = {
     ".png": "image/png",
@@ -66,7 +68,7 @@ class FontSpec(_Strict):
     """A web font shipped with the deck, declared once and usable from any page or the theme."""
 
     family: str = Field(pattern=FONT_FAMILY_PATTERN)
-    file: str = Field(min_length=1, max_length=500)
+    file: str = Field(min_length=1, max_length=MAX_PATH_LENGTH)
     weight: int = Field(400, ge=1, le=1000)
     style: Literal["normal", "italic", "oblique"] = "normal"
     display: Literal["auto", "block", "swap", "fallback", "optional"] = "block"
@@ -82,7 +84,7 @@ class DeckManifest(_Strict):
     title: str = Field(min_length=1, max_length=300)
     lang: str = Field("en", pattern=LANG_PATTERN)
     slide: SlideSize = Field(default_factory=SlideSize)
-    theme: str | None = Field(None, min_length=1, max_length=500)
+    theme: str | None = Field(None, min_length=1, max_length=MAX_PATH_LENGTH)
     pages: list[str] | None = None
     fonts: list[FontSpec] = Field(default_factory=list)
 
@@ -113,7 +115,7 @@ class PageSource(_Strict):
 class Asset(_Strict):
     """A file shipped with the deck, addressed by its deck-root relative path."""
 
-    path: str = Field(min_length=1, max_length=500)
+    path: str = Field(min_length=1, max_length=MAX_PATH_LENGTH)
     data: bytes
     media_type: str = Field(min_length=1, max_length=200)
 

@@ -20,7 +20,7 @@ from deckyard.decks.source.assemble import (
     raise_validation_error,
     safe_relative,
 )
-from deckyard.decks.source.deck_source import DeckSource, PageKind, PageSource
+from deckyard.decks.source.deck_source import MAX_PATH_LENGTH, DeckSource, PageKind, PageSource
 from deckyard.decks.source.limits import DeckLimits, ZipLimits
 
 
@@ -35,7 +35,7 @@ class _JsonPage(BaseModel):
 class _JsonAsset(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    path: str = Field(min_length=1, max_length=500)
+    path: str = Field(min_length=1, max_length=MAX_PATH_LENGTH)
     data_base64: str
 
 

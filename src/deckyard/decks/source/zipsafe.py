@@ -15,6 +15,7 @@ from pathlib import Path
 
 from deckyard.decks.errors import DeckSourceError
 from deckyard.decks.errors import DeckSourceErrorCode as Code
+from deckyard.decks.source.deck_source import MAX_PATH_LENGTH
 from deckyard.decks.source.limits import ZipLimits
 
 _CHUNK = 64 * 1024
@@ -27,6 +28,13 @@ def check_entry_name(name: str) -> str:
     """Return `name` as a safe relative POSIX path, or raise naming the rule it breaks."""
     if not name or "\x00" in name or any(ord(ch) < 0x20 for ch in name):
         raise DeckSourceError(Code.BAD_NAME, f"bad entry name {name!r}", file=name)
+    if len(name.rstrip("/")) > MAX_PATH_LENGTH:
+        raise DeckSourceError(
+            Code.BAD_NAME,
+            f"entry name {name[:60]!r}... is {len(name)} characters; "
+            f"at most {MAX_PATH_LENGTH} are allowed",
+            file=name[:MAX_PATH_LENGTH],
+        )
     if "\\" in name:
         raise DeckSourceError(
             Code.BAD_NAME, f"entry {name!r} uses backslashes; use '/' in paths", file=name

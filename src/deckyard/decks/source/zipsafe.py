@@ -90,6 +90,8 @@ def _check_entries(archive: zipfile.ZipFile, limits: ZipLimits) -> list[zipfile.
     declared = 0
     files: list[zipfile.ZipInfo] = []
     for info in infos:
+        # zipfile cuts a name at its first NUL; the name as stored in the archive keeps it.
+        check_entry_name(info.orig_filename)
         name = check_entry_name(info.filename)
         _check_kind(info)
         key = name.rstrip("/")

@@ -108,6 +108,10 @@ def manifest_from_toml(data: bytes) -> DeckManifest:
         raise DeckSourceError(
             Code.MANIFEST_SYNTAX, f"{MANIFEST_FILE}: {exc}", file=MANIFEST_FILE
         ) from None
+    except RecursionError:
+        raise DeckSourceError(
+            Code.MANIFEST_SYNTAX, f"{MANIFEST_FILE} is nested too deeply", file=MANIFEST_FILE
+        ) from None
     return parse_manifest(raw, file=MANIFEST_FILE, prefix="")
 
 

@@ -116,6 +116,8 @@ def load_deck_json(payload: bytes | str | Mapping[str, Any], limits: DeckLimits)
             payload = json.loads(payload)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise DeckSourceError(Code.JSON_SYNTAX, f"the body is not JSON: {exc}") from None
+        except RecursionError:
+            raise DeckSourceError(Code.JSON_SYNTAX, "the body is nested too deeply") from None
     if not isinstance(payload, Mapping):
         raise DeckSourceError(Code.FIELD_INVALID, "the body must be a JSON object")
     try:

@@ -11,7 +11,7 @@ from fastapi import FastAPI
 from deckyard import __version__
 from deckyard.api.dashboard import router as dashboard_router
 from deckyard.api.decks import router as decks_router
-from deckyard.api.errors import install_error_handlers
+from deckyard.api.errors import BodyLimitMiddleware, install_error_handlers
 from deckyard.api.health import router as health_router
 from deckyard.api.idempotency import IdempotencyMiddleware
 from deckyard.api.jobs import router as jobs_router
@@ -82,10 +82,10 @@ def create_app(settings: Settings) -> FastAPI:
         summary="Check, render and publish web-presentation decks as durable jobs.",
         lifespan=lifespan,
         docs_url="/docs",
-        max_body_size=settings.api_max_body_bytes,
     )
     install_error_handlers(app)
     app.add_middleware(IdempotencyMiddleware, max_body_size=settings.api_max_body_bytes)
+    app.add_middleware(BodyLimitMiddleware, max_body_size=settings.api_max_body_bytes)
     app.include_router(health_router)
     app.include_router(metrics_router)
     app.include_router(jobs_router)

@@ -250,7 +250,7 @@ async def job_rows(
             sub.close()
 
 
-@router.get("/ui/jobs/{job_id}")
+@router.get("/ui/jobs/{job_id:int}")
 async def job_page(request: Request, job_id: RowId) -> Response:
     """One job: its fields, artefact, actions and event timeline."""
     principal = await signed_in(request)
@@ -281,7 +281,7 @@ async def tasks_page(request: Request) -> Response:
     return page(request, "tasks.html", principal, tasks=found)
 
 
-@router.get("/ui/tasks/{task_id}")
+@router.get("/ui/tasks/{task_id:int}")
 async def task_page(request: Request, task_id: RowId) -> Response:
     """One task: its stages with the current one marked, and its execution events."""
     principal = await signed_in(request)

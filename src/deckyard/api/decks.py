@@ -152,19 +152,19 @@ async def list_decks(
     return [DeckSummary.model_validate(r._asdict()) for r in rows]
 
 
-@router.get("/{deck_id}", response_model=DeckOut)
+@router.get("/{deck_id:int}", response_model=DeckOut)
 async def get_deck(request: Request, principal: Caller, deck_id: RowId) -> DeckOut:
     """A deck with its pages' current versions."""
     return DeckOut.of(await owned_deck(request, principal, deck_id))
 
 
-@router.get("/{deck_id}/pages/{page}", response_model=PageOut)
+@router.get("/{deck_id:int}/pages/{page}", response_model=PageOut)
 async def get_page(request: Request, principal: Caller, deck_id: RowId, page: str) -> PageOut:
     """A page's current version with its source and validation."""
     return PageOut.of_source(page_of(await owned_deck(request, principal, deck_id), page))
 
 
-@router.get("/{deck_id}/pages/{page}/versions", response_model=list[PageVersionOut])
+@router.get("/{deck_id:int}/pages/{page}/versions", response_model=list[PageVersionOut])
 async def list_versions(
     request: Request, principal: Caller, deck_id: RowId, page: str
 ) -> list[PageVersionOut]:
@@ -187,7 +187,7 @@ def _edit_refused(job: Job, validation: Any) -> ApiError:
 
 
 @router.put(
-    "/{deck_id}/pages/{page}",
+    "/{deck_id:int}/pages/{page}",
     status_code=201,
     response_model=PageEditOut,
     responses={
@@ -229,7 +229,7 @@ async def edit_page(
     return JSONResponse(body.model_dump(mode="json"), status_code=201)
 
 
-@router.post("/{deck_id}/pages/{page}/validate", status_code=202, response_model=JobOut)
+@router.post("/{deck_id:int}/pages/{page}/validate", status_code=202, response_model=JobOut)
 async def validate_page(
     request: Request, principal: Caller, deck_id: RowId, page: str
 ) -> JSONResponse:
@@ -240,7 +240,7 @@ async def validate_page(
     )
 
 
-@router.post("/{deck_id}/pages/{page}/screenshot", status_code=202, response_model=JobOut)
+@router.post("/{deck_id:int}/pages/{page}/screenshot", status_code=202, response_model=JobOut)
 async def screenshot_page(
     request: Request,
     principal: Caller,
@@ -261,21 +261,21 @@ async def screenshot_page(
     return accepted(job)
 
 
-@router.post("/{deck_id}/build", status_code=202, response_model=JobOut)
+@router.post("/{deck_id:int}/build", status_code=202, response_model=JobOut)
 async def build_deck(request: Request, principal: Caller, deck_id: RowId) -> JSONResponse:
     """Build the static site ZIP as a job; its artefact is at `/v1/jobs/{id}/artifact`."""
     await owned_deck(request, principal, deck_id)
     return accepted(await deck_service(request).build(principal.workspace_id, deck_id))
 
 
-@router.post("/{deck_id}/export", status_code=202, response_model=JobOut)
+@router.post("/{deck_id:int}/export", status_code=202, response_model=JobOut)
 async def export_deck(request: Request, principal: Caller, deck_id: RowId) -> JSONResponse:
     """Export the deck as one PDF (a page per slide, at slide size) as a job."""
     await owned_deck(request, principal, deck_id)
     return accepted(await deck_service(request).export(principal.workspace_id, deck_id))
 
 
-@router.post("/{deck_id}/publish", status_code=202, response_model=TaskRef)
+@router.post("/{deck_id:int}/publish", status_code=202, response_model=TaskRef)
 async def publish_deck(request: Request, principal: Caller, deck_id: RowId) -> JSONResponse:
     """Publish as a task: validate every page, screenshot every page, build, export."""
     await owned_deck(request, principal, deck_id)

@@ -7,7 +7,17 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+HTTP_CODES = {
+    404: "NOT_FOUND",
+    405: "METHOD_NOT_ALLOWED",
+    413: "PAYLOAD_TOO_LARGE",
+    500: "INTERNAL_ERROR",
+}
 
 
 class ApiError(Exception):
@@ -46,8 +56,60 @@ def _field(loc: tuple[Any, ...]) -> str:
     return ".".join(parts) or "body"
 
 
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route serves at the request's path (for a 405's `Allow` header).
+
+    Each method is tried against the app's routes, so routers included in routers count too.
+    """
+    found = []
+    for method in ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"):
+        probe = {**request.scope, "method": method}
+        if any(route.matches(probe)[0] is Match.FULL for route in request.app.router.routes):
+            found.append(method)
+    return found
+
+
+def payload_too_large(limit: int) -> JSONResponse:
+    """The 413 answer for a body over `limit` bytes."""
+    message = f"the request body is larger than {limit} bytes"
+    return JSONResponse(error_body(HTTP_CODES[413], message), status_code=413)
+
+
+class BodyLimitMiddleware:
+    """Refuses request bodies over `max_body_size` bytes with a 413 in the error shape.
+
+    A declared `Content-Length` over the limit is answered before the app runs; a streamed body
+    raises `HTTPException(413)` from `receive` once it passes the limit, which the error handler
+    answers. (Starlette's own limiter answers in plain text, so it is not used.)
+    """
+
+    def __init__(self, app: ASGIApp, max_body_size: int) -> None:
+        self.app = app
+        self.max_body_size = max_body_size
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = Headers(scope=scope).get("content-length", "")
+        if declared.isdigit() and int(declared) > self.max_body_size:
+            await payload_too_large(self.max_body_size)(scope, receive, send)
+            return
+        seen = 0
+
+        async def limited() -> Message:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.max_body_size:
+                raise StarletteHTTPException(413, f"larger than {self.max_body_size} bytes")
+            return message
+
+        await self.app(scope, limited, send)
+
+
 def install_error_handlers(app: FastAPI) -> None:
-    """Answer API errors, validation errors and HTTP errors in the one error shape."""
+    """Answer API errors, validation errors, HTTP errors and crashes in the one error shape."""
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> JSONResponse:
@@ -70,9 +132,19 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        codes = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "PAYLOAD_TOO_LARGE"}
+        headers = dict(getattr(exc, "headers", None) or {})
+        if exc.status_code == 405:
+            headers["Allow"] = ", ".join(allowed_methods(request))
         return JSONResponse(
-            error_body(codes.get(exc.status_code, f"HTTP_{exc.status_code}"), str(exc.detail)),
+            error_body(HTTP_CODES.get(exc.status_code, f"HTTP_{exc.status_code}"), str(exc.detail)),
             status_code=exc.status_code,
-            headers=getattr(exc, "headers", None),
+            headers=headers,
+        )
+
+    @app.exception_handler(Exception)
+    async def crashed(request: Request, exc: Exception) -> JSONResponse:
+        # Starlette's ServerErrorMiddleware calls this, then re-raises so the server logs it.
+        return JSONResponse(
+            error_body(HTTP_CODES[500], "internal error; the server log has the details"),
+            status_code=500,
         )

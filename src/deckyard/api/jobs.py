@@ -118,20 +118,20 @@ async def list_jobs(
     )
 
 
-@router.get("/{job_id}", response_model=JobOut)
+@router.get("/{job_id:int}", response_model=JobOut)
 async def get_job(request: Request, principal: Caller, job_id: RowId) -> JobOut:
     """One job."""
     return JobOut.of(await owned_job(request, principal, job_id))
 
 
-@router.post("/{job_id}/cancel", response_model=JobOut)
+@router.post("/{job_id:int}/cancel", response_model=JobOut)
 async def cancel_job(request: Request, principal: Caller, job_id: RowId) -> JobOut:
     """Cancel a job and its active children; a finished job is returned unchanged."""
     await owned_job(request, principal, job_id)
     return JobOut.of(await runtime_of(request).cancel(job_id))
 
 
-@router.post("/{job_id}/retry", response_model=JobOut)
+@router.post("/{job_id:int}/retry", response_model=JobOut)
 async def retry_job(request: Request, principal: Caller, job_id: RowId) -> JobOut:
     """Run a failed or cancelled job again."""
     await owned_job(request, principal, job_id)
@@ -141,7 +141,7 @@ async def retry_job(request: Request, principal: Caller, job_id: RowId) -> JobOu
         raise ApiError(409, "JOB_NOT_RETRYABLE", str(exc)) from None
 
 
-@router.get("/{job_id}/events", response_class=EventSourceResponse)
+@router.get("/{job_id:int}/events", response_class=EventSourceResponse)
 async def job_events(
     request: Request,
     job: Annotated[Job, Depends(job_of_caller)],

@@ -55,7 +55,7 @@ async def create_screenshot(
     )
 
 
-@router.get("/v1/jobs/{job_id}/artifact", response_class=Response)
+@router.get("/v1/jobs/{job_id:int}/artifact", response_class=Response)
 async def job_artifact(request: Request, principal: Caller, job_id: RowId) -> Response:
     """The artefact (PNG, JPEG, WebP or PDF) a finished job produced."""
     job = await owned_job(request, principal, job_id)

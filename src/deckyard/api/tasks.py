@@ -85,13 +85,13 @@ async def list_tasks(
         return [task_out(executor_of(request), dict(r._mapping)) for r in rows]
 
 
-@router.get("/{task_id}", response_model=TaskOut)
+@router.get("/{task_id:int}", response_model=TaskOut)
 async def get_task(request: Request, principal: Caller, task_id: RowId) -> TaskOut:
     """One task with its stage."""
     return task_out(executor_of(request), await owned_task(request, principal, task_id))
 
 
-@router.get("/{task_id}/events", response_model=list[TaskEventOut])
+@router.get("/{task_id:int}/events", response_model=list[TaskEventOut])
 async def task_events_route(
     request: Request, principal: Caller, task_id: RowId
 ) -> list[TaskEventOut]:
@@ -101,7 +101,7 @@ async def task_events_route(
     return [TaskEventOut(**{k: e[k] for k in TaskEventOut.model_fields}) for e in events]
 
 
-@router.post("/{task_id}/cancel", response_model=TaskOut)
+@router.post("/{task_id:int}/cancel", response_model=TaskOut)
 async def cancel_task(request: Request, principal: Caller, task_id: RowId) -> TaskOut:
     """Cancel a task and its running stage's jobs."""
     await owned_task(request, principal, task_id)

@@ -119,7 +119,9 @@ async def validate(request: Request, principal: Caller) -> JSONResponse:
             deck = load_deck_json(_page_deck(raw), service.limits)
     except DeckSourceError as exc:
         raise source_refused(exc) from None
-    combined, checks = await service.validator.check_deck(deck, workspace_id=principal.workspace_id)
+    combined, checks = await service.validator.check_deck(
+        deck, workspace_id=principal.workspace_id, keep_artifacts=False
+    )
     if not zipped:
         return _answer(checks[0].result, {})
     return _answer(combined, {c.name: c.result for c in checks})

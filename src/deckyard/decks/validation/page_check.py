@@ -62,8 +62,12 @@ class PageValidator:
         workspace_id: str,
         parent_id: int | None = None,
         skip_render: bool = False,
+        keep_artifact: bool = True,
     ) -> PageCheck:
-        """Compile page `name` in `deck`, then render it unless it failed or `skip_render`."""
+        """Compile page `name` in `deck`, then render it unless it failed or `skip_render`.
+
+        Without `keep_artifact` the render's screenshot is deleted once its diagnostics are in.
+        """
         try:
             compiled = compile_page(deck, name, self.limits)
         except CompileError as exc:
@@ -81,6 +85,7 @@ class PageValidator:
             workspace_id=workspace_id,
             parent_id=parent_id,
             timeout=self.settings.deck_validate_render_timeout_seconds,
+            keep_artifact=keep_artifact,
         )
         result = validation_result(compile_outcome([]), outcome.stage(), page=name)
         return PageCheck(
@@ -88,12 +93,23 @@ class PageValidator:
         )
 
     async def check_deck(
-        self, deck: DeckSource, *, workspace_id: str, parent_id: int | None = None
+        self,
+        deck: DeckSource,
+        *,
+        workspace_id: str,
+        parent_id: int | None = None,
+        keep_artifacts: bool = True,
     ) -> tuple[ValidationResult, list[PageCheck]]:
         """Every page checked (concurrently; the renderer's slots bound it) and the deck result."""
         checks = await asyncio.gather(
             *(
-                self.check(deck, page.name, workspace_id=workspace_id, parent_id=parent_id)
+                self.check(
+                    deck,
+                    page.name,
+                    workspace_id=workspace_id,
+                    parent_id=parent_id,
+                    keep_artifact=keep_artifacts,
+                )
                 for page in deck.pages
             )
         )

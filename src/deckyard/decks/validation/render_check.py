@@ -64,11 +64,12 @@ class RenderGateway:
         workspace_id: str,
         parent_id: int | None,
         timeout: float,
+        keep_artifact: bool = True,
     ) -> RenderOutcome:
         """Render `spec` as a child screenshot job and wait at most `timeout` seconds.
 
-        The job is never shared (no dedupe), so cancelling it when the wait runs out affects
-        nobody else.
+        The job is never shared (no dedupe), so cancelling it when the wait runs out, or
+        deleting its artefact when `keep_artifact` is false, affects nobody else.
         """
         if not await self.renderer_live():
             return RenderOutcome(
@@ -92,6 +93,8 @@ class RenderGateway:
                 f"the renderer did not answer within {timeout:g} s",
             )
         if done.status == JobStatus.SUCCEEDED:
+            if not keep_artifact:
+                await self.render.discard_artifact(done.id)
             return RenderOutcome(done)
         code = done.error_code or RenderErrorCode.RESULT_LOST.value
         return RenderOutcome(done, code, done.error_message)

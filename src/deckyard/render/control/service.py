@@ -196,6 +196,16 @@ class RenderService:
             return None
         return data, str(job.result.get("content_type") or "application/octet-stream")
 
+    async def discard_artifact(self, job_id: int) -> bool:
+        """Delete the artefact a finished job's result points at; False when there was none.
+
+        For renders whose bytes nobody keeps (`POST /v1/validate` only wants the diagnostics).
+        Keys are unique per download, so no other job's artefact can be removed with it.
+        """
+        job = await self.runtime.get(job_id)
+        key = job.result.get("artifact_key") if job and isinstance(job.result, dict) else None
+        return isinstance(key, str) and await self.store.delete(key)
+
     async def renderers(self) -> list[dict[str, Any]]:
         """Every known renderer: url, epoch, slots, occupancy and state."""
         async with self.db.read_transaction() as conn:

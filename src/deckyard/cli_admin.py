@@ -64,14 +64,21 @@ def token_create(
     workspace: Annotated[str, typer.Option(help="Workspace the token acts for.")],
     label: Annotated[str, typer.Option(help="A note to recognise the token by.")] = "",
     database_url: Annotated[str | None, typer.Option("--database", help="Database URL.")] = None,
+    role: Annotated[
+        str, typer.Option(help="member (everything) or worker (only claims queue jobs).")
+    ] = "member",
 ) -> None:
     """Create an API token for a workspace (creating the workspace) and print it once."""
+    from deckyard.api.auth import TokenRole
     from deckyard.api.auth import token_create as create
+
+    if role not in {r.value for r in TokenRole}:
+        fail(f"--role: {role!r} is not one of member, worker")
 
     settings = load_settings(database_url=database_url)
 
     async def go(db: Any) -> str:
-        return await create(db, workspace, SYSTEM_CLOCK.now(), label)
+        return await create(db, workspace, SYSTEM_CLOCK.now(), label, TokenRole(role))
 
     try:
         token = _with_database(settings, "token create", go)

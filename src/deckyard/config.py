@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any, Self
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -212,6 +212,50 @@ class Settings(BaseSettings):
         90.0, gt=0, description="How long a synchronous deck route waits for its job."
     )
 
+    # --- AI authoring ----------------------------------------------------------------------
+    ai_base_url: str | None = Field(
+        None,
+        description="An OpenAI-compatible API (e.g. https://api.openai.com/v1 or Ollama's "
+        "http://127.0.0.1:11434/v1); unset: the AI routes answer 503 AI_NOT_CONFIGURED.",
+    )
+    ai_api_key: SecretStr | None = Field(None, description="Bearer key for the provider.")
+    ai_text_model: str = Field("gpt-4o-mini", min_length=1, max_length=200)
+    ai_image_model: str = Field("gpt-image-1", min_length=1, max_length=200)
+    ai_request_timeout_seconds: float = Field(120.0, gt=0, description="One provider call.")
+    ai_connect_timeout_seconds: float = Field(10.0, gt=0)
+    ai_job_timeout_seconds: float = Field(
+        600.0, gt=0, description="Longest run of one AI job attempt (every round included)."
+    )
+    ai_job_max_attempts: int = Field(4, ge=1, le=100)
+    ai_retry_after_max_seconds: float = Field(
+        300.0, gt=0, description="Cap on a provider's Retry-After before the next attempt."
+    )
+    ai_workspace_concurrency: int = Field(
+        2, ge=1, le=1000, description="Provider calls one workspace runs at once on a node."
+    )
+    ai_job_concurrency: int = Field(4, ge=1, le=1000, description="AI jobs a node runs at once.")
+    ai_repair_rounds: int = Field(
+        2, ge=0, le=20, description="Times a failed validation goes back to the model."
+    )
+    ai_max_answer_tokens: int = Field(4096, ge=16, le=1_000_000)
+    ai_temperature: float = Field(0.2, ge=0, le=2)
+    ai_image_max_bytes: int = Field(
+        16 * 1024 * 1024, ge=1024, description="Largest generated image accepted as an asset."
+    )
+    ai_image_sizes: list[str] = Field(
+        default_factory=lambda: ["256x256", "512x512", "1024x1024", "1024x1536", "1536x1024"],
+        description="Sizes `assets:generate` accepts (WIDTHxHEIGHT).",
+    )
+    ai_catalog_cron: str | None = Field(
+        "17 3 * * *", description="When the model catalog syncs (UTC cron); unset: never."
+    )
+    ai_external_lease_seconds: float = Field(
+        60.0, gt=0, description="Lease an external worker holds per claim or heartbeat."
+    )
+    ai_external_claim_max_wait_seconds: float = Field(
+        30.0, ge=0, description="Longest long-poll of an external claim."
+    )
+
     @classmethod
     def settings_customise_sources(
         cls,
@@ -286,6 +330,13 @@ class Settings(BaseSettings):
             "renderer_default_timeout_seconds",
             "must not exceed DECKYARD_RENDERER_MAX_TIMEOUT_SECONDS",
         )
+        need(
+            self.ai_base_url is None or self.ai_base_url.startswith(("http://", "https://")),
+            "ai_base_url",
+            "must start with http:// or https://",
+        )
+        for size in self.ai_image_sizes:
+            need(_is_size(size), "ai_image_sizes", f"{size!r} is not WIDTHxHEIGHT")
         for status, seconds in self.reconciliation_thresholds_seconds.items():
             need(seconds > 0, "reconciliation_thresholds_seconds", f"{status!r} must be > 0")
         if self.database_url is not None:
@@ -298,6 +349,11 @@ class Settings(BaseSettings):
         if problems:
             raise ValueError("\n".join(problems))
         return self
+
+    @property
+    def ai_configured(self) -> bool:
+        """True when an AI provider is configured."""
+        return self.ai_base_url is not None
 
     @property
     def resolved_database_url(self) -> str:
@@ -313,6 +369,11 @@ class Settings(BaseSettings):
             return cls(**overrides)
         except ValidationError as exc:
             raise SettingsError(_readable(exc)) from None
+
+
+def _is_size(value: str) -> bool:
+    width, sep, height = value.partition("x")
+    return bool(sep) and width.isdigit() and height.isdigit() and int(width) > 0 < int(height)
 
 
 def _readable(exc: ValidationError) -> list[str]:

@@ -9,6 +9,10 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from deckyard import __version__
+from deckyard.ai.errors import AI_QUEUE
+from deckyard.ai.service import AiService
+from deckyard.api.agents import router as agents_router
+from deckyard.api.ai import router as ai_router
 from deckyard.api.dashboard import router as dashboard_router
 from deckyard.api.decks import router as decks_router
 from deckyard.api.errors import BodyLimitMiddleware, install_error_handlers
@@ -46,8 +50,12 @@ def create_app(settings: Settings) -> FastAPI:
             db, runtime, settings, supervise=None if settings.background_loops else False
         )
         app.state.decks = DeckService(db, runtime, render, executor, settings)
-        runtime.worker(sorted({h.queue for h in runtime.handlers.values()} - {DECK_QUEUE}))
+        app.state.ai = ai = AiService(db, runtime, app.state.decks, settings)
+        own_workers = {DECK_QUEUE, AI_QUEUE}
+        runtime.worker(sorted({h.queue for h in runtime.handlers.values()} - own_workers))
         runtime.worker([DECK_QUEUE], concurrency=settings.deck_job_concurrency)
+        if ai.configured:
+            runtime.worker([AI_QUEUE], concurrency=settings.ai_job_concurrency)
         app.state.db = db
         app.state.settings = settings
         app.state.runtime = runtime
@@ -74,6 +82,7 @@ def create_app(settings: Settings) -> FastAPI:
             await maintenance.stop()
             await executor.stop()
             await runtime.stop()
+            await ai.close()
             await db.dispose()
 
     app = FastAPI(
@@ -93,6 +102,8 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(render_router)
     app.include_router(decks_router)
     app.include_router(validate_router)
+    app.include_router(ai_router)
+    app.include_router(agents_router)
     app.include_router(dashboard_router)
     return app
 

@@ -7,6 +7,7 @@ import re
 import secrets
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 
 from fastapi import Request
 from sqlalchemy import insert, select
@@ -22,12 +23,20 @@ SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 WORKSPACE_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 
 
+class TokenRole(StrEnum):
+    """What a token may do: `member` everything in its workspace, `worker` only work queues."""
+
+    MEMBER = "member"
+    WORKER = "worker"
+
+
 @dataclass(frozen=True)
 class Principal:
-    """Who is calling: the workspace a token belongs to."""
+    """Who is calling: the workspace a token belongs to, and the token's role."""
 
     workspace_id: str
     token_id: int
+    role: TokenRole = TokenRole.MEMBER
 
 
 def hash_token(token: str) -> str:
@@ -35,7 +44,13 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-async def token_create(db: Database, workspace_id: str, now: datetime, label: str = "") -> str:
+async def token_create(
+    db: Database,
+    workspace_id: str,
+    now: datetime,
+    label: str = "",
+    role: TokenRole = TokenRole.MEMBER,
+) -> str:
     """Create a token for `workspace_id` (creating the workspace if needed); returns the token."""
     if not WORKSPACE_RE.match(workspace_id):
         raise ValueError(
@@ -53,6 +68,7 @@ async def token_create(db: Database, workspace_id: str, now: datetime, label: st
                 workspace_id=workspace_id,
                 token_hash=hash_token(token),
                 label=label or None,
+                role=role.value,
                 created_at=now,
             )
         )
@@ -64,13 +80,13 @@ async def token_resolve(db: Database, token: str) -> Principal | None:
     async with db.read_connection() as conn:
         row = (
             await conn.execute(
-                select(api_tokens.c.id, api_tokens.c.workspace_id).where(
+                select(api_tokens.c.id, api_tokens.c.workspace_id, api_tokens.c.role).where(
                     api_tokens.c.token_hash == hash_token(token),
                     api_tokens.c.revoked_at.is_(None),
                 )
             )
         ).first()
-    return Principal(row.workspace_id, row.id) if row else None
+    return Principal(row.workspace_id, row.id, TokenRole(row.role)) if row else None
 
 
 def bearer_token(request: Request) -> str | None:
@@ -87,8 +103,8 @@ def session_token(request: Request) -> str | None:
     return request.cookies.get(SESSION_COOKIE) or None
 
 
-async def current_principal(request: Request) -> Principal:
-    """FastAPI dependency: the caller's principal, from a bearer token or the dashboard cookie.
+async def any_principal(request: Request) -> Principal:
+    """The caller's principal whatever its role, from a bearer token or the dashboard cookie.
 
     A bearer token wins when both are sent. The cookie exists because a browser's EventSource
     cannot send headers; a cookie-authenticated request that changes state must also carry
@@ -113,3 +129,21 @@ async def current_principal(request: Request) -> Principal:
         raise ApiError(401, "UNAUTHENTICATED", "unknown or revoked token")
     request.state.principal = principal
     return principal
+
+
+async def current_principal(request: Request) -> Principal:
+    """FastAPI dependency: the caller's principal, which must be a `member` token.
+
+    A `worker` token may only work queues (`queue_principal`); anywhere else it is 403.
+    """
+    principal = await any_principal(request)
+    if principal.role is not TokenRole.MEMBER:
+        raise ApiError(
+            403, "ROLE_FORBIDDEN", f"a {principal.role} token may only claim and finish queue jobs"
+        )
+    return principal
+
+
+async def queue_principal(request: Request) -> Principal:
+    """FastAPI dependency for the external-worker routes: a `member` or `worker` token."""
+    return await any_principal(request)

@@ -27,6 +27,7 @@ api_tokens = Table(
     ),
     Column("token_hash", String(64), nullable=False, unique=True),
     Column("label", String(200)),
+    Column("role", String(16), nullable=False, server_default="member"),
     Column("created_at", UTCDateTime, nullable=False),
     Column("revoked_at", UTCDateTime),
 )

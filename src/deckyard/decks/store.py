@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from deckyard.db import Database
 from deckyard.decks.schema import deck_assets, decks, page_versions, pages
 from deckyard.decks.source.deck_source import Asset, DeckManifest, DeckSource, PageKind, PageSource
 
@@ -122,6 +123,46 @@ async def deck_insert(
         doc, digest = compiled.get(page.name, (None, None))
         await page_version_insert(conn, page_id, page.kind.value, page.text, doc, digest, now)
     return deck_id
+
+
+async def deck_asset_put(
+    db: Database, conn: AsyncConnection, deck_id: int, path: str, media_type: str, data: bytes
+) -> bool:
+    """Add an asset unless the deck already has one at `path`; True when it was added.
+
+    Callers name content-addressed assets by their hash, so an existing row holds the same
+    bytes and a second store of one image is a no-op.
+    """
+    row = (
+        await conn.execute(
+            db.insert_ignoring_conflicts(deck_assets, index_elements=["deck_id", "path"])
+            .values(
+                deck_id=deck_id,
+                path=path,
+                media_type=media_type,
+                size=len(data),
+                sha256=hashlib.sha256(data).hexdigest(),
+                data=data,
+            )
+            .returning(deck_assets.c.path)
+        )
+    ).first()
+    return row is not None
+
+
+async def page_insert(
+    conn: AsyncConnection, deck_id: int, name: str, position: int, now: datetime
+) -> int:
+    """Add a page (without versions) to a deck; a taken name fails on the unique constraint."""
+    return int(
+        (
+            await conn.execute(
+                insert(pages)
+                .values(deck_id=deck_id, name=name, position=position, created_at=now)
+                .returning(pages.c.id)
+            )
+        ).scalar_one()
+    )
 
 
 async def page_version_insert(

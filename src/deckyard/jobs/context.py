@@ -69,9 +69,21 @@ class JobContext:
 
 
 class JobError(Exception):
-    """An error a handler raises to choose the job's error code and whether to retry."""
+    """An error a handler raises to choose the job's error code and whether to retry.
 
-    def __init__(self, code: str, message: str = "", *, retryable: bool = True) -> None:
+    `retry_after` is the least delay before the next attempt (a server's `Retry-After`): the
+    retry waits for the longer of it and the queue's backoff.
+    """
+
+    def __init__(
+        self,
+        code: str,
+        message: str = "",
+        *,
+        retryable: bool = True,
+        retry_after: float | None = None,
+    ) -> None:
         super().__init__(message or code)
         self.code = code
         self.retryable = retryable
+        self.retry_after = retry_after

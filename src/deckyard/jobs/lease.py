@@ -309,3 +309,56 @@ async def job_release(
         .returning(jobs.c.id)
     )
     return [r.id for r in rows]
+
+
+async def job_next_due_in_workspace(
+    conn: AsyncConnection, queues: Sequence[str], workspace_id: str
+) -> datetime | None:
+    """When the earliest pending job of one workspace on `queues` becomes due (read only)."""
+    stmt = select(func.min(jobs.c.run_at)).where(
+        jobs.c.status == PENDING, jobs.c.queue.in_(queues), jobs.c.workspace_id == workspace_id
+    )
+    value: datetime | None = (await conn.execute(stmt)).scalar()
+    return value
+
+
+async def job_claim_in_workspace(
+    conn: AsyncConnection,
+    queues: Sequence[str],
+    workspace_id: str,
+    limit: int,
+    owner: str,
+    now: datetime,
+    lease: float,
+) -> list[Job]:
+    """`job_claim` restricted to one workspace's jobs (for workers outside the process)."""
+    picked = (
+        select(jobs.c.id)
+        .where(
+            jobs.c.status == PENDING,
+            jobs.c.queue.in_(list(queues)),
+            jobs.c.workspace_id == workspace_id,
+            jobs.c.run_at <= now,
+            jobs.c.attempt < jobs.c.max_attempts,
+        )
+        .order_by(jobs.c.priority, jobs.c.run_at, jobs.c.id)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+        .scalar_subquery()
+    )
+    rows = (
+        await conn.execute(
+            update(jobs)
+            .where(jobs.c.id.in_(picked))
+            .values(
+                status=RUNNING,
+                lease_owner=owner,
+                lease_expires_at=now + timedelta(seconds=lease),
+                attempt=jobs.c.attempt + 1,
+                started_at=now,
+                updated_at=now,
+            )
+            .returning(*JOB_COLUMNS)
+        )
+    ).all()
+    return sorted((Job.from_row(r) for r in rows), key=lambda j: (j.priority, j.run_at, j.id))

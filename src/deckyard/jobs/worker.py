@@ -50,6 +50,7 @@ class Outcome:
     code: str = ""
     message: str = ""
     retryable: bool = False
+    retry_after: float | None = None
     hooks: list[OnSuccess] = field(default_factory=list)
 
 
@@ -276,7 +277,14 @@ class Worker:
                 message=f"handler exceeded its {handler.timeout}s timeout",
             )
         except JobError as exc:
-            return Outcome(job, "failure", code=exc.code, message=str(exc), retryable=exc.retryable)
+            return Outcome(
+                job,
+                "failure",
+                code=exc.code,
+                message=str(exc),
+                retryable=exc.retryable,
+                retry_after=exc.retry_after,
+            )
         except Exception as exc:
             log.warning(
                 "job %d (%s) attempt %d failed", job.id, job.kind, job.attempt, exc_info=True
@@ -428,7 +436,8 @@ class Worker:
         policy = handler.retry if handler is not None else self.runtime.default_retry
         if not policy.should_retry(o.code, o.job.attempt, o.job.max_attempts):
             return None
-        retry_at = now + timedelta(seconds=policy.backoff(o.job.attempt))
+        delay = max(policy.backoff(o.job.attempt), o.retry_after or 0.0)
+        retry_at = now + timedelta(seconds=delay)
         if o.job.deadline_at is not None and retry_at >= o.job.deadline_at:
             return None
         return retry_at

@@ -4,6 +4,7 @@ Alembic's environment and the schema contract tests import this module; a new pa
 declares tables adds its schema module here.
 """
 
+from deckyard.ai import schema as ai_schema
 from deckyard.api import schema as api_schema
 from deckyard.db.schema import metadata
 from deckyard.decks import schema as decks_schema
@@ -11,4 +12,12 @@ from deckyard.jobs import schema as jobs_schema
 from deckyard.render.control import schema as render_schema
 from deckyard.tasks import schema as tasks_schema
 
-__all__ = ["api_schema", "decks_schema", "jobs_schema", "metadata", "render_schema", "tasks_schema"]
+__all__ = [
+    "ai_schema",
+    "api_schema",
+    "decks_schema",
+    "jobs_schema",
+    "metadata",
+    "render_schema",
+    "tasks_schema",
+]

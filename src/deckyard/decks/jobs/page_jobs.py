@@ -7,6 +7,8 @@ job's finish compare-and-set: a refused, failed or lost job leaves no row behind
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -19,6 +21,7 @@ from deckyard.decks.jobs.names import DeckEvent, DeckJobErrorCode
 from deckyard.decks.source.deck_source import (
     DEFAULT_SLIDE_HEIGHT,
     DEFAULT_SLIDE_WIDTH,
+    DeckSource,
     PageKind,
     PageSource,
 )
@@ -26,6 +29,7 @@ from deckyard.decks.store import (
     deck_get,
     deck_touch,
     page_find,
+    page_insert,
     page_version_get,
     page_version_insert,
     page_version_next_number,
@@ -37,6 +41,22 @@ from deckyard.decks.validation.render_check import RenderGateway
 from deckyard.decks.validation.rules import is_validation_passed
 from deckyard.jobs import JobContext, JobError
 from deckyard.render.control.spec import ScreenshotSpec
+
+
+@dataclass(frozen=True)
+class GateCheck:
+    """The write gate's verdict on one page source, and the write to run if it passed."""
+
+    check: PageCheck
+    validation: dict[str, Any]
+    passed: bool
+    write: Callable[[AsyncConnection], Awaitable[None]]
+    summary: dict[str, Any]
+
+    def refusal(self) -> JobError:
+        """The job error of a refused write (content or infrastructure code from the check)."""
+        result = self.check.result
+        return refused(result.error_code or "VALIDATION_FAILED", result.summary)
 
 
 class PageJobs:
@@ -98,32 +118,59 @@ class PageJobs:
             raise refused(DeckJobErrorCode.PAGE_NOT_FOUND, f"no page {name!r}")
         kind = PageKind(ctx.payload.get("kind") or old.kind)
         edited = PageSource(name=name, kind=kind, text=str(ctx.payload["source"]))
-        deck = source.model_copy(
-            update={"pages": [edited if p.name == name else p for p in source.pages]}
-        )
         skip = bool(ctx.payload.get("skip_visual_verification", False))
+        gate = await self.gate(ctx, deck_id, source, edited, skip=skip)
+        if not gate.passed:
+            raise gate.refusal()
+        ctx.on_success(gate.write)
+        return gate.summary
+
+    async def gate(
+        self,
+        ctx: JobContext,
+        deck_id: int,
+        source: DeckSource,
+        edited: PageSource,
+        *,
+        skip: bool = False,
+    ) -> GateCheck:
+        """Validate `edited` in its deck (added as a new last page when the deck lacks it).
+
+        Reports the validation as a job event and returns the check with the write to
+        register with `ctx.on_success` when it passed (the version is written inside the
+        finish compare-and-set, so a lost or refused finish writes nothing). Every writer of
+        page versions, a person's edit or a model's, goes through here.
+        """
+        workspace = workspace_of(ctx)
+        name, kind = edited.name, edited.kind
+        is_new = source.page(name) is None
+        pages = [edited if p.name == name else p for p in source.pages]
+        deck = source.model_copy(update={"pages": [*pages, edited] if is_new else pages})
         if skip:
             await ctx.emit(DeckEvent.SKIPPED_VISUAL_VERIFICATION, {"page": name})
         check = await self.validator.check(
             deck, name, workspace_id=workspace, parent_id=ctx.id, skip_render=skip
         )
         data = await self._report(ctx, check)
-        if check.compiled is None or not is_validation_passed(
+        passed = check.compiled is not None and is_validation_passed(
             check.result, require_render=not skip
-        ):
-            raise refused(check.result.error_code or "VALIDATION_FAILED", check.result.summary)
-        compiled = check.compiled
+        )
         async with self.db.read_connection() as conn:
-            page_id = await page_find(conn, deck_id, name)
-            if page_id is None:
+            page_id = None if is_new else await page_find(conn, deck_id, name)
+            if page_id is None and not is_new:
                 raise refused(DeckJobErrorCode.PAGE_NOT_FOUND, f"no page {name!r}")
-            number = await page_version_next_number(conn, page_id)
+            number = 1 if page_id is None else await page_version_next_number(conn, page_id)
+        compiled = check.compiled
 
         async def write(conn: AsyncConnection) -> None:
+            assert compiled is not None
             now = self.clock.now()
+            target = page_id
+            if target is None:
+                target = await page_insert(conn, deck_id, name, len(source.pages), now)
             await page_version_insert(
                 conn,
-                page_id,
+                target,
                 kind.value,
                 edited.text,
                 compiled.document,
@@ -135,14 +182,14 @@ class PageJobs:
             )
             await deck_touch(conn, deck_id, now)
 
-        ctx.on_success(write)
-        return {
+        summary = {
             "page": name,
             "page_id": page_id,
             "version_number": number,
             "skipped_visual_verification": skip,
             "validation": data,
         }
+        return GateCheck(check, data, passed, write, summary)
 
     async def screenshot(self, ctx: JobContext) -> dict[str, Any]:
         """Screenshot one page version; it becomes the version's pointer at the finish CAS."""

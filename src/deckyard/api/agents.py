@@ -25,6 +25,7 @@ from deckyard.ai.service import AiService
 from deckyard.api.auth import Principal, current_principal, queue_principal
 from deckyard.api.errors import ApiError
 from deckyard.api.jobs import JobOut
+from deckyard.api.params import RowId
 
 router = APIRouter(prefix="/v1", tags=["external workers"])
 Member = Annotated[Principal, Depends(current_principal)]
@@ -172,12 +173,12 @@ async def claim(
 
 
 @router.post(
-    "/claims/{job_id}/heartbeat",
+    "/claims/{job_id:int}/heartbeat",
     response_model=HeartbeatOut,
     responses={409: {"description": "LEASE_LOST"}},
 )
 async def heartbeat(
-    request: Request, principal: Agent, job_id: int, body: Annotated[TokenIn, Body()]
+    request: Request, principal: Agent, job_id: RowId, body: Annotated[TokenIn, Body()]
 ) -> HeartbeatOut:
     """Extend the lease of a claimed job."""
     try:
@@ -192,12 +193,12 @@ async def heartbeat(
 
 
 @router.post(
-    "/claims/{job_id}/complete",
+    "/claims/{job_id:int}/complete",
     response_model=JobOut,
     responses={409: {"description": "LEASE_LOST: the result was discarded."}},
 )
 async def complete(
-    request: Request, principal: Agent, job_id: int, body: Annotated[CompleteIn, Body()]
+    request: Request, principal: Agent, job_id: RowId, body: Annotated[CompleteIn, Body()]
 ) -> JobOut:
     """Finish a claimed job with its result (compare-and-set on owner, attempt and lease)."""
     try:
@@ -212,12 +213,12 @@ async def complete(
 
 
 @router.post(
-    "/claims/{job_id}/fail",
+    "/claims/{job_id:int}/fail",
     response_model=JobOut,
     responses={409: {"description": "LEASE_LOST: the failure was discarded."}},
 )
 async def fail(
-    request: Request, principal: Agent, job_id: int, body: Annotated[FailIn, Body()]
+    request: Request, principal: Agent, job_id: RowId, body: Annotated[FailIn, Body()]
 ) -> JobOut:
     """Fail a claimed job's attempt; with `retryable` the queue's retry policy may run it again."""
     try:

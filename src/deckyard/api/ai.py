@@ -21,6 +21,7 @@ from deckyard.api.auth import Principal, current_principal
 from deckyard.api.decks import accepted, owned_deck, page_of
 from deckyard.api.errors import ApiError
 from deckyard.api.jobs import JobOut
+from deckyard.api.params import RowId
 from deckyard.decks.source.deck_source import PAGE_NAME_PATTERN, PageKind
 
 router = APIRouter(tags=["ai"])
@@ -81,13 +82,17 @@ AI_RESPONSES: dict[int | str, dict[str, object]] = {
 
 
 @router.post(
-    "/v1/decks/{deck_id}/pages/{page}/ai-edit",
+    "/v1/decks/{deck_id:int}/pages/{page}/ai-edit",
     status_code=202,
     response_model=JobOut,
     responses=AI_RESPONSES,
 )
 async def ai_edit_page(
-    request: Request, principal: Caller, deck_id: int, page: str, body: Annotated[AiEditIn, Body()]
+    request: Request,
+    principal: Caller,
+    deck_id: RowId,
+    page: str,
+    body: Annotated[AiEditIn, Body()],
 ) -> JSONResponse:
     """Have the model change a page; a version is written only when validation passed."""
     service = ai_service(request)
@@ -103,7 +108,7 @@ async def ai_edit_page(
 
 
 @router.post(
-    "/v1/decks/{deck_id}/pages/{page}/ai-create",
+    "/v1/decks/{deck_id:int}/pages/{page}/ai-create",
     status_code=202,
     response_model=JobOut,
     responses={**AI_RESPONSES, 409: {"description": "The deck already has that page."}},
@@ -111,7 +116,7 @@ async def ai_edit_page(
 async def ai_create_page(
     request: Request,
     principal: Caller,
-    deck_id: int,
+    deck_id: RowId,
     page: str,
     body: Annotated[AiCreateIn, Body()],
 ) -> JSONResponse:
@@ -134,13 +139,13 @@ async def ai_create_page(
 
 
 @router.post(
-    "/v1/decks/{deck_id}/assets:generate",
+    "/v1/decks/{deck_id:int}/assets:generate",
     status_code=202,
     response_model=JobOut,
     responses=AI_RESPONSES,
 )
 async def generate_asset(
-    request: Request, principal: Caller, deck_id: int, body: Annotated[ImageIn, Body()]
+    request: Request, principal: Caller, deck_id: RowId, body: Annotated[ImageIn, Body()]
 ) -> JSONResponse:
     """Generate an image and store it as a deck asset; the job's result names its `path`."""
     service = ai_service(request)

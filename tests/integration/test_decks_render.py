@@ -9,10 +9,13 @@ import re
 import struct
 
 import pytest
+from fastapi import FastAPI
+from sqlalchemy import func, select
 
 from deckyard.decks.site.verify import verify_site_zip
 from deckyard.decks.source.limits import site_zip_limits
 from deckyard.jobs import Runtime
+from deckyard.render.control.schema import render_requests
 from tests.helpers.api import make_token, running_app
 from tests.helpers.decks import counts, folder_zip
 
@@ -108,3 +111,45 @@ async def test_renderer_up(db_url: str) -> None:
         site = await client.get(f"/v1/jobs/{done.id}/artifact", headers=alice)
         assert site.headers["content-type"] == "application/zip"
         assert verify_site_zip(site.content, site_zip_limits(app.state.settings)).page_count == 6
+
+
+async def render_request_count(app: FastAPI) -> int:
+    """Render requests opened so far (each one a visit to the renderer)."""
+    async with app.state.db.read_connection() as conn:
+        found = await conn.execute(select(func.count()).select_from(render_requests))
+        return int(found.scalar_one())
+
+
+async def test_a_page_version_is_rendered_once(db_url: str) -> None:
+    async with running_app(db_url, renderers=1) as (app, client):
+        alice = await make_token(app, "alice")
+        rt: Runtime = app.state.runtime
+        made = await client.post("/v1/decks/zip", content=folder_zip(), headers={**alice, **ZIP})
+        base = f"/v1/decks/{made.json()['id']}/pages/02-agenda"
+
+        # the render that validates the page is kept as the version's screenshot
+        job = await client.post(f"{base}/validate", headers=alice)
+        validated = await rt.wait(job.json()["id"], timeout=120)
+        assert validated.status == "succeeded", (validated.error_code, validated.error_message)
+        pointer = (await client.get(base, headers=alice)).json()["screenshot"]
+        assert pointer is not None and pointer["job_id"] == validated.id
+        assert (pointer["width"], pointer["height"], pointer["format"]) == (1920, 1080, "png")
+        renders = await render_request_count(app)
+
+        # a screenshot at the same settings is that render: no second visit to the renderer
+        shot = await client.post(f"{base}/screenshot", headers=alice)
+        done = await rt.wait(shot.json()["id"], timeout=120)
+        assert done.status == "succeeded", (done.error_code, done.error_message)
+        assert done.result["reused"] is True and done.result["sha256"] == pointer["sha256"]
+        assert await render_request_count(app) == renders
+        art = await client.get(f"/v1/jobs/{done.id}/artifact", headers=alice)
+        assert png_size(art.content) == (1920, 1080)
+
+        # other settings are another render
+        other = await client.post(f"{base}/screenshot", json={"scale": 0.5}, headers=alice)
+        done = await rt.wait(other.json()["id"], timeout=120)
+        assert done.status == "succeeded", (done.error_code, done.error_message)
+        assert done.result.get("reused") is None
+        assert await render_request_count(app) == renders + 1
+        art = await client.get(f"/v1/jobs/{done.id}/artifact", headers=alice)
+        assert png_size(art.content) == (960, 540)

@@ -18,6 +18,11 @@ from deckyard.config import Settings
 from deckyard.db import Database
 from deckyard.decks.jobs.handler_support import load_deck, refused, workspace_of
 from deckyard.decks.jobs.names import DeckEvent, DeckJobErrorCode
+from deckyard.decks.jobs.screenshots import (
+    pointer_matches,
+    reusable_pointer,
+    screenshot_pointer,
+)
 from deckyard.decks.source.deck_source import (
     DEFAULT_SLIDE_HEIGHT,
     DEFAULT_SLIDE_WIDTH,
@@ -26,6 +31,7 @@ from deckyard.decks.source.deck_source import (
     PageSource,
 )
 from deckyard.decks.store import (
+    PageVersionRow,
     deck_get,
     deck_touch,
     page_find,
@@ -83,6 +89,24 @@ class PageJobs:
         )
         return data
 
+    def _validation_pointer(
+        self, ctx: JobContext, check: PageCheck, version: PageVersionRow
+    ) -> dict[str, Any] | None:
+        """The validation render as the version's screenshot, when it rendered that version.
+
+        Only when the validated document is the stored one (the same compiled sha256) and the
+        version has no screenshot at other settings that it would replace.
+        """
+        if check.render is None or check.spec is None or check.compiled is None:
+            return None
+        if version.compiled_sha256 != check.compiled.sha256:
+            return None
+        if version.screenshot is not None and not pointer_matches(version.screenshot, check.spec):
+            return None
+        return screenshot_pointer(
+            check.spec, check.render, job_id=ctx.id, render_job_id=check.render_job_id
+        )
+
     async def validate(self, ctx: JobContext) -> dict[str, Any]:
         """Validate a page's current version; record the result on it only when it passed."""
         workspace = workspace_of(ctx)
@@ -96,8 +120,12 @@ class PageJobs:
         if not is_validation_passed(check.result):
             raise refused(check.result.error_code or "VALIDATION_FAILED", check.result.summary)
 
+        pointer = self._validation_pointer(ctx, check, current)
+
         async def record(conn: AsyncConnection) -> None:
             await page_version_set_validation(conn, current.id, data)
+            if pointer is not None:
+                await page_version_set_screenshot(conn, current.id, pointer)
 
         ctx.on_success(record)
         return {"page": name, "version_id": current.id, "validation": data}
@@ -211,6 +239,10 @@ class PageJobs:
             )
         slide = deck_row.manifest.get("slide") or {}
         spec = slide_spec_for(version.compiled, slide, config)
+        kept = await reusable_pointer(version.screenshot, spec, self.gateway.render.store)
+        if kept is not None:
+            await ctx.emit(DeckEvent.SCREENSHOT_REUSED, {"from_job_id": kept.get("job_id")})
+            return {"page": version.page_name, "version_id": version_id, **kept, "reused": True}
         outcome = await self.gateway.run(
             spec,
             workspace_id=workspace,
@@ -219,19 +251,12 @@ class PageJobs:
         )
         if outcome.error_code is not None:
             raise refused(outcome.error_code, outcome.message or outcome.error_code)
-        result = outcome.result
-        pointer = {
-            "job_id": ctx.id,
-            "render_job_id": outcome.job.id if outcome.job else None,
-            "artifact_key": result["artifact_key"],
-            "content_type": result["content_type"],
-            "size": result["size"],
-            "sha256": result["sha256"],
-            "width": spec.width,
-            "height": spec.height,
-            "scale": spec.scale,
-            "format": spec.format,
-        }
+        pointer = screenshot_pointer(
+            spec,
+            outcome.result,
+            job_id=ctx.id,
+            render_job_id=outcome.job.id if outcome.job else None,
+        )
 
         async def point(conn: AsyncConnection) -> None:
             if not await page_version_set_screenshot(conn, version_id, pointer):

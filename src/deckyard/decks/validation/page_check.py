@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from typing import Any
 
 from deckyard.config import Settings
 from deckyard.decks.compile.documents import CompiledPage, compile_page
@@ -38,12 +39,19 @@ def slide_spec(page: CompiledPage, *, fmt: str = "png", scale: float = 1.0) -> S
 
 @dataclass(frozen=True)
 class PageCheck:
-    """A page's validation result, its compiled form when it compiled, and the render job."""
+    """A page's validation result, its compiled form when it compiled, and the render job.
+
+    `spec` and `render` are the render that checked the page and its committed result (artefact
+    key, size, sha256, diagnostics) when the renderer answered; the same visit's PNG is the page
+    version's screenshot (render once).
+    """
 
     name: str
     result: ValidationResult
     compiled: CompiledPage | None
     render_job_id: int | None = None
+    spec: ScreenshotSpec | None = None
+    render: dict[str, Any] | None = None
 
 
 class PageValidator:
@@ -80,8 +88,9 @@ class PageValidator:
             return PageCheck(
                 name, validation_result(compile_outcome([]), render, page=name), compiled
             )
+        spec = slide_spec(compiled)
         outcome = await self.gateway.run(
-            slide_spec(compiled),
+            spec,
             workspace_id=workspace_id,
             parent_id=parent_id,
             timeout=self.settings.deck_validate_render_timeout_seconds,
@@ -89,7 +98,12 @@ class PageValidator:
         )
         result = validation_result(compile_outcome([]), outcome.stage(), page=name)
         return PageCheck(
-            name, result, compiled, outcome.job.id if outcome.job is not None else None
+            name,
+            result,
+            compiled,
+            outcome.job.id if outcome.job is not None else None,
+            spec=spec,
+            render=outcome.result if outcome.error_code is None and outcome.result else None,
         )
 
     async def check_deck(

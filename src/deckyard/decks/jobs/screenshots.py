@@ -1,0 +1,55 @@
+"""Screenshot pointers: a page version's rendered image, keyed by content and render settings.
+
+A pointer names a committed artefact and the `input_hash` of the render that made it (the
+SHA-256 of the document and every render setting, `ScreenshotSpec.input_hash`). The render that
+validates a page already produces the PNG a default screenshot asks for, so `page.validate`
+keeps it as the version's pointer, and `page.screenshot` of a version whose pointer has the
+same key returns it without a second render: a page version is rendered once per settings.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from deckyard.render.control.spec import ScreenshotSpec
+from deckyard.storage import ArtifactStore
+
+
+def screenshot_pointer(
+    spec: ScreenshotSpec,
+    result: dict[str, Any],
+    *,
+    job_id: int,
+    render_job_id: int | None,
+) -> dict[str, Any]:
+    """The pointer for a committed render `result` (a screenshot job's result) of `spec`."""
+    return {
+        "job_id": job_id,
+        "render_job_id": render_job_id,
+        "artifact_key": result["artifact_key"],
+        "content_type": result["content_type"],
+        "size": result["size"],
+        "sha256": result["sha256"],
+        "width": spec.width,
+        "height": spec.height,
+        "scale": spec.scale,
+        "format": spec.format,
+        "input_hash": spec.input_hash(),
+    }
+
+
+def pointer_matches(pointer: Any, spec: ScreenshotSpec) -> bool:
+    """Whether `pointer` is a render of exactly `spec` (same document, same settings)."""
+    return isinstance(pointer, dict) and pointer.get("input_hash") == spec.input_hash()
+
+
+async def reusable_pointer(
+    pointer: Any, spec: ScreenshotSpec, store: ArtifactStore
+) -> dict[str, Any] | None:
+    """`pointer` when it renders `spec` and its artefact is still in the store, else None."""
+    if not pointer_matches(pointer, spec):
+        return None
+    key = pointer.get("artifact_key")
+    if not isinstance(key, str) or await store.get(key) is None:
+        return None
+    return dict(pointer)

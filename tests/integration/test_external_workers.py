@@ -1,0 +1,184 @@
+"""The external-worker protocol in process: claim (long poll), heartbeat, complete, fail, 409s."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from fastapi import FastAPI
+
+from deckyard.api.auth import TokenRole, token_create
+from deckyard.clock import SYSTEM_CLOCK
+from deckyard.jobs import Runtime
+from tests.helpers.api import make_token, running_app
+from tests.helpers.runtime import eventually
+
+
+async def worker_token(app: FastAPI, workspace: str) -> dict[str, str]:
+    token = await token_create(app.state.db, workspace, SYSTEM_CLOCK.now(), role=TokenRole.WORKER)
+    return {"authorization": f"Bearer {token}"}
+
+
+async def test_claim_heartbeat_complete_and_scoping(db_url: str) -> None:
+    async with running_app(db_url) as (app, client):
+        alice = await make_token(app, "alice")
+        agent = await worker_token(app, "alice")
+        bob_agent = await worker_token(app, "bob")
+        rt: Runtime = app.state.runtime
+
+        # a worker token only works queues
+        assert (await client.get("/v1/decks", headers=agent)).status_code == 403
+        refused = await client.post("/v1/queues/q/jobs", json={"kind": "k"}, headers=agent)
+        assert refused.status_code == 403 and refused.json()["error"]["code"] == "ROLE_FORBIDDEN"
+
+        # nothing due: 204 after the wait
+        empty = await client.post("/v1/queues/q/claim", json={"wait_seconds": 0}, headers=agent)
+        assert empty.status_code == 204
+
+        # a long poll is woken by the enqueue
+        poll = asyncio.create_task(
+            client.post(
+                "/v1/queues/q/claim", json={"worker": "a1", "wait_seconds": 20}, headers=agent
+            )
+        )
+        await asyncio.sleep(0)
+        made = await client.post(
+            "/v1/queues/q/jobs", json={"kind": "thumb", "payload": {"n": 1}}, headers=alice
+        )
+        assert made.status_code == 201, made.text
+        job_id = made.json()["id"]
+        assert made.json()["queue"] == "ext.q"
+        got = await asyncio.wait_for(poll, 15)
+        assert got.status_code == 200, got.text
+        claim = got.json()
+        assert claim["job"]["id"] == job_id and claim["job"]["attempt"] == 1
+        token = claim["token"]
+        assert token.startswith("1.ext:a1:")
+
+        # another workspace sees nothing and cannot touch the job
+        other = await client.post("/v1/queues/q/claim", json={}, headers=bob_agent)
+        assert other.status_code == 204
+        r = await client.post(
+            f"/v1/claims/{job_id}/complete", json={"token": token}, headers=bob_agent
+        )
+        assert r.status_code == 404
+
+        beat = await client.post(
+            f"/v1/claims/{job_id}/heartbeat", json={"token": token}, headers=agent
+        )
+        assert beat.status_code == 200 and beat.json()["cancel_requested"] is False
+        forged = await client.post(
+            f"/v1/claims/{job_id}/complete", json={"token": "1.ext:a1:0000"}, headers=agent
+        )
+        assert forged.status_code == 409 and forged.json()["error"]["code"] == "LEASE_LOST"
+        bad = await client.post(
+            f"/v1/claims/{job_id}/complete", json={"token": "nonsense"}, headers=agent
+        )
+        assert bad.status_code == 422
+
+        done = await client.post(
+            f"/v1/claims/{job_id}/complete",
+            json={"token": token, "result": {"ok": 1}},
+            headers=agent,
+        )
+        assert done.status_code == 200 and done.json()["status"] == "succeeded"
+        again = await client.post(
+            f"/v1/claims/{job_id}/complete", json={"token": token}, headers=agent
+        )
+        assert again.status_code == 409
+        job = await rt.get(job_id)
+        assert job is not None and job.result == {"ok": 1}
+        types = [e.type async for e in rt.events(job_id, follow=False)]
+        assert types.count("succeeded") == 1 and "started" in types
+
+
+async def test_late_completion_after_recovery_is_refused(db_url: str) -> None:
+    async with running_app(db_url, ai_external_lease_seconds=0.5) as (app, client):
+        alice = await make_token(app, "alice")
+        rt: Runtime = app.state.runtime
+        made = await client.post(
+            "/v1/queues/q/jobs", json={"kind": "k", "max_attempts": 3}, headers=alice
+        )
+        job_id = made.json()["id"]
+        first = (
+            await client.post("/v1/queues/q/claim", json={"worker": "slow"}, headers=alice)
+        ).json()
+
+        async def requeued() -> bool:
+            job = await rt.get(job_id)
+            return job is not None and job.status == "pending" and job.attempt == 1
+
+        await eventually(requeued, timeout=20)
+        late = await client.post(
+            f"/v1/claims/{job_id}/complete",
+            json={"token": first["token"], "result": 1},
+            headers=alice,
+        )
+        assert late.status_code == 409, late.text
+        assert late.json()["error"]["status"] == "pending"
+        beat = await client.post(
+            f"/v1/claims/{job_id}/heartbeat", json={"token": first["token"]}, headers=alice
+        )
+        assert beat.status_code == 409
+        job = await rt.get(job_id)
+        assert job is not None and job.status == "pending" and job.result is None
+
+        second = await client.post("/v1/queues/q/claim", json={"wait_seconds": 10}, headers=alice)
+        assert second.status_code == 200 and second.json()["job"]["attempt"] == 2
+        ok = await client.post(
+            f"/v1/claims/{job_id}/complete",
+            json={"token": second.json()["token"], "result": 2},
+            headers=alice,
+        )
+        assert ok.status_code == 200 and ok.json()["result"] == 2
+
+
+async def test_fail_retries_by_policy_and_cancel_reaches_the_heartbeat(db_url: str) -> None:
+    async with running_app(db_url) as (app, client):
+        alice = await make_token(app, "alice")
+        made = await client.post(
+            "/v1/queues/q/jobs", json={"kind": "k", "max_attempts": 2}, headers=alice
+        )
+        job_id = made.json()["id"]
+
+        async def claim() -> Any:
+            r = await client.post("/v1/queues/q/claim", json={"wait_seconds": 10}, headers=alice)
+            assert r.status_code == 200, r.text
+            return r.json()
+
+        c1 = await claim()
+        f1 = await client.post(
+            f"/v1/claims/{job_id}/fail",
+            json={"token": c1["token"], "error_code": "FLAKY", "message": "try again"},
+            headers=alice,
+        )
+        assert f1.status_code == 200 and f1.json()["status"] == "pending"
+        c2 = await claim()
+        assert c2["job"]["attempt"] == 2
+        f2 = await client.post(
+            f"/v1/claims/{job_id}/fail",
+            json={"token": c2["token"], "error_code": "FLAKY"},
+            headers=alice,
+        )
+        assert f2.json()["status"] == "failed" and f2.json()["error_code"] == "FLAKY"
+
+        made = await client.post("/v1/queues/q/jobs", json={"kind": "k"}, headers=alice)
+        job_id = made.json()["id"]
+        c = await claim()
+        assert (await client.post(f"/v1/jobs/{job_id}/cancel", headers=alice)).status_code in (
+            200,
+            202,
+        )
+        beat = await client.post(
+            f"/v1/claims/{job_id}/heartbeat", json={"token": c["token"]}, headers=alice
+        )
+        assert beat.json()["cancel_requested"] is True
+        end = await client.post(
+            f"/v1/claims/{job_id}/complete", json={"token": c["token"]}, headers=alice
+        )
+        assert end.status_code == 200 and end.json()["status"] == "cancelled"
+
+        bad = await client.post("/v1/queues/Bad Name/jobs", json={"kind": "k"}, headers=alice)
+        assert bad.status_code == 422 and "error" in bad.json()
+        bad = await client.post("/v1/queues/q/jobs", json={"kind": "k", "extra": 1}, headers=alice)
+        assert bad.status_code == 422

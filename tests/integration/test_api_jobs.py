@@ -141,7 +141,7 @@ async def test_readyz_reports_loops_and_queues(db_url: str) -> None:
         assert {"recovery", "prune"} <= names
         assert all(lp["alive"] for lp in body["checks"]["loops"]["loops"])
         assert body["checks"]["queues"]["depths"]["parked"] == {"pending": 1}
-        await rt._loops[0].stop()
+        await rt.maintenance.loops[0].stop()
         dead = await client.get("/readyz")
         assert dead.status_code == 503
         assert (await client.get("/healthz")).status_code == 200

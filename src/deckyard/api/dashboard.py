@@ -29,7 +29,7 @@ from deckyard.api.params import AfterId, BeforeId, RowId, bounded_id
 from deckyard.api.tasks import TaskEventOut, executor_of, owned_task, task_out
 from deckyard.db.notify import ANY_CHANNEL, Subscription
 from deckyard.jobs import Job
-from deckyard.jobs.queue import WAKE_EVENTS
+from deckyard.jobs.store import WAKE_EVENTS
 from deckyard.tasks.schema import tasks
 
 HERE = Path(__file__).parent

@@ -10,7 +10,7 @@ from deckyard.api.schema import idempotency_keys
 from deckyard.clock import SYSTEM_CLOCK, Clock
 from deckyard.config import Settings
 from deckyard.db import Database
-from deckyard.jobs.loop import IDLE, MORE, Loop, Tick
+from deckyard.loop import IDLE, MORE, Loop, Tick
 
 BATCH = 500
 

@@ -20,12 +20,10 @@ from prometheus_client.core import (
     SummaryMetricFamily,
 )
 from prometheus_client.registry import Collector
-from sqlalchemy import func, select
 
 from deckyard.api.state import loops_of
 from deckyard.jobs import Runtime
-from deckyard.jobs.loop import Loop
-from deckyard.jobs.schema import jobs
+from deckyard.loop import Loop
 from deckyard.render.control.store import request_counts
 
 router = APIRouter(tags=["operations"])
@@ -146,11 +144,8 @@ async def metrics(request: Request) -> Response:
     """Prometheus exposition of jobs, loops, SQL counters, conflicts and render figures."""
     state = request.app.state
     runtime: Runtime = state.runtime
+    counts = await runtime.counts()
     async with state.db.read_connection() as conn:
-        rows = await conn.execute(
-            select(jobs.c.queue, jobs.c.status, func.count()).group_by(jobs.c.queue, jobs.c.status)
-        )
-        counts = [(str(r[0]), str(r[1]), int(r[2])) for r in rows]
         render_counts = await request_counts(conn)
     render = getattr(state, "render", None)
     renderers = await render.renderers() if render is not None else []

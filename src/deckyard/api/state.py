@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from deckyard.jobs.loop import Loop
+from deckyard.loop import Loop
 
 
 class HasLoops(Protocol):

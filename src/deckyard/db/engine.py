@@ -17,11 +17,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import Table, event, select, text
 from sqlalchemy.dialects import postgresql as pg_dialect
@@ -33,12 +33,14 @@ from sqlalchemy.pool import StaticPool
 from deckyard.db.errors import is_transient_write_conflict
 from deckyard.db.instrument import StatementCounter
 from deckyard.db.notify import PgListener, WakeupBus
+from deckyard.db.retry import WriteRetryPolicy, run_with_write_retry
 from deckyard.db.schema import scheduler_lock
 
 if TYPE_CHECKING:
     from deckyard.config import Settings
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 NOTIFY_CHANNEL = "deckyard"
 _WRITE_OPTION = "deckyard_write"
@@ -71,6 +73,7 @@ class DbStats:
     """Counters the db layer keeps whether or not statement instrumentation is on."""
 
     write_conflicts: int = 0
+    """Write transactions retried by `Database.write` after a transient conflict."""
     locked_errors: int = 0
     """Statements that failed with SQLite BUSY/LOCKED or a PostgreSQL serialization failure."""
 
@@ -92,6 +95,7 @@ class Database:
         instrument: bool = False,
         notify_reconnect_delay: float = 1.0,
         notify_reconnect_max_delay: float = 30.0,
+        write_retry: WriteRetryPolicy | None = None,
     ) -> None:
         self.url = normalize_url(url)
         self._sqlite = self.url.get_backend_name() == "sqlite"
@@ -99,6 +103,7 @@ class Database:
         self.bus = WakeupBus()
         self.stats = DbStats()
         self.counter: StatementCounter | None = StatementCounter() if instrument else None
+        self.write_retry = write_retry or WriteRetryPolicy()
         self._writer_lock = asyncio.Lock()
         self._listener: PgListener | None = None
         self._notify_delays = (notify_reconnect_delay, notify_reconnect_max_delay)
@@ -124,6 +129,11 @@ class Database:
             instrument=settings.instrument_sql,
             notify_reconnect_delay=settings.notify_reconnect_delay_seconds,
             notify_reconnect_max_delay=settings.notify_reconnect_max_delay_seconds,
+            write_retry=WriteRetryPolicy(
+                attempts=settings.write_retry_attempts,
+                base_delay=settings.write_retry_base_delay_seconds,
+                max_delay=settings.write_retry_max_delay_seconds,
+            ),
         )
 
     # --- capabilities -------------------------------------------------------------------------
@@ -206,6 +216,16 @@ class Database:
         else:
             async with self._write_conn() as conn:
                 yield conn
+
+    async def write(self, fn: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+        """Run `fn(conn)` in a write transaction, retried on transient conflicts; return its result.
+
+        A conflict is SQLite BUSY/LOCKED or a PostgreSQL serialization failure or deadlock
+        (40001/40P01): the whole transaction is rolled back and `fn` runs anew after a jittered
+        backoff (`write_retry_*` settings), so `fn` must touch nothing but `conn` (or be safe to
+        repeat). Each retry counts in `stats.write_conflicts`.
+        """
+        return await run_with_write_retry(self, fn, self.write_retry)
 
     @asynccontextmanager
     async def _write_conn(self) -> AsyncIterator[AsyncConnection]:

@@ -42,25 +42,3 @@ def is_transient_write_conflict(exc: BaseException) -> bool:
         ):
             return True
     return False
-
-
-def is_unique_violation(exc: BaseException) -> bool:
-    """True when a write failed on a unique constraint or unique index."""
-    for cur in _chain(exc):
-        if isinstance(cur, sqlite3.IntegrityError):
-            code = getattr(cur, "sqlite_errorcode", 0)
-            if code in (1555, 2067):  # SQLITE_CONSTRAINT_PRIMARYKEY, _UNIQUE
-                return True
-        if isinstance(cur, psycopg.Error) and cur.sqlstate == "23505":
-            return True
-    return False
-
-
-def is_connection_error(exc: BaseException) -> bool:
-    """True when the database could not be reached at all (as opposed to a bad statement)."""
-    for cur in _chain(exc):
-        if isinstance(cur, psycopg.OperationalError | OSError):
-            return True
-        if isinstance(cur, sqlite3.OperationalError) and "unable to open" in str(cur):
-            return True
-    return False

@@ -133,15 +133,6 @@ class PgListener:
                 await self._conn.close()
             self._conn = None
 
-    def drop_connection_for_test(self) -> None:
-        """Break the LISTEN connection's socket, as a network failure would."""
-        if self._conn is not None:
-            import socket
-
-            sock = socket.socket(fileno=self._conn.pgconn.socket)
-            sock.shutdown(socket.SHUT_RDWR)
-            sock.detach()
-
     async def _run(self) -> None:
         delay = self._delay
         first = True

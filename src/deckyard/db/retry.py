@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class WriteRetryPolicy:
-    """How often and how patiently a write is retried; each call site keeps its own numbers."""
+    """How often and how patiently a write is retried (settings `write_retry_*`)."""
 
     attempts: int = 8
     base_delay: float = 0.01

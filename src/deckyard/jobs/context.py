@@ -6,17 +6,16 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from deckyard.clock import Clock
 from deckyard.jobs.models import Job
 
-if TYPE_CHECKING:
-    from deckyard.jobs.runtime import Runtime
-
 OnSuccess = Callable[[AsyncConnection], Awaitable[Any]]
+Emit = Callable[[int, str, Any], Awaitable[None]]
+"""`emit(job_id, event_type, data)`: append an event to a job's log (`Runtime.emit`)."""
 
 
 @dataclass
@@ -24,8 +23,8 @@ class JobContext:
     """A handler's view of its job attempt."""
 
     job: Job
-    runtime: Runtime
     clock: Clock
+    emitter: Emit
     cancelled: asyncio.Event = field(default_factory=asyncio.Event)
     on_success_hooks: list[OnSuccess] = field(default_factory=list)
 
@@ -57,7 +56,7 @@ class JobContext:
 
     async def emit(self, event_type: str, data: Any = None) -> None:
         """Append an event to the job's log (seen by `events()` and SSE streams)."""
-        await self.runtime.emit(self.job.id, event_type, data)
+        await self.emitter(self.job.id, event_type, data)
 
     def on_success(self, fn: OnSuccess) -> None:
         """Run `fn(conn)` inside the transaction that records this attempt's success.

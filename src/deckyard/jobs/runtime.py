@@ -1,4 +1,9 @@
-"""`Runtime`: the public face of the durable job runtime, usable without the HTTP server."""
+"""`Runtime`: the public face of the durable job runtime, usable without the HTTP server.
+
+It registers handlers, owns the workers and the maintenance loops, and answers every question
+other packages ask about jobs (depths, counts, cancel flags): nothing outside `jobs` reads the
+jobs tables.
+"""
 
 from __future__ import annotations
 
@@ -16,34 +21,37 @@ from deckyard.clock import SYSTEM_CLOCK, Clock
 from deckyard.config import Settings
 from deckyard.db import Database
 from deckyard.db.migrate import upgrade
-from deckyard.jobs.context import JobContext
-from deckyard.jobs.loop import ACTIVE, IDLE, MORE, Loop, Tick
+from deckyard.jobs.maintenance import Maintenance, Periodic
 from deckyard.jobs.metrics import RuntimeMetrics
 from deckyard.jobs.models import Job, JobEvent
-from deckyard.jobs.periodic import Periodic, periodic_enqueue_tick
 from deckyard.jobs.policy import RecoveryPolicy, RetryPolicy
-from deckyard.jobs.prune import job_prune
-from deckyard.jobs.queue import (
+from deckyard.jobs.status import JobStatus
+from deckyard.jobs.store import (
     WAKE_EVENTS,
     NewJob,
-    event_insert_many,
     events_after,
-    job_active_descendants,
-    job_cancel,
-    job_depths,
+    events_append,
+    job_enqueue,
     job_get,
-    job_insert,
-    job_insert_many,
+    jobs_enqueue,
+)
+from deckyard.jobs.store_admin import (
+    job_cancel_flag,
     job_list,
     job_retry,
+    jobs_active_count,
+    jobs_active_descendants,
+    jobs_cancel,
+    jobs_count,
+    jobs_depth,
 )
-from deckyard.jobs.recovery import lease_next_expiry, recover_expired
-from deckyard.jobs.worker import Worker
+from deckyard.jobs.worker import Handler, HandlerFn, Worker
+from deckyard.loop import Loop
 
 log = logging.getLogger(__name__)
 
-HandlerFn = Callable[[JobContext], Awaitable[Any]]
 CancelHook = Callable[[AsyncConnection, list[int], datetime], Awaitable[None]]
+"""Runs inside a cancel's transaction; it may run again if that transaction is retried."""
 When = datetime | timedelta | float | None
 
 
@@ -53,18 +61,6 @@ class JobNotFound(LookupError):
 
 class JobStateError(Exception):
     """The job is not in a state that allows the operation."""
-
-
-@dataclass(frozen=True)
-class Handler:
-    """A registered handler for one kind."""
-
-    kind: str
-    fn: HandlerFn
-    queue: str
-    max_attempts: int
-    timeout: float | None
-    retry: RetryPolicy
 
 
 @dataclass(frozen=True)
@@ -129,8 +125,9 @@ class Runtime:
         self.workers: list[Worker] = []
         self.cancel_hooks: list[CancelHook] = []
         self.metrics = RuntimeMetrics()
-        self._loops: list[Loop] = []
-        self._periodic_next: dict[str, datetime] = {}
+        self.maintenance = Maintenance(
+            self.db, s, clock, self.metrics, self.recovery_policy, self.periodics
+        )
         self.started = False
 
     # --- registration -------------------------------------------------------------------------
@@ -197,7 +194,7 @@ class Runtime:
     @property
     def loops(self) -> list[Loop]:
         """Every loop this runtime runs, for readiness and metrics."""
-        return self._loops + [loop for w in self.workers for loop in w.loops]
+        return self.maintenance.loops + [loop for w in self.workers for loop in w.loops]
 
     async def start(self, *, run_loops: bool = True) -> None:
         """Migrate (unless told not to), listen for wakeups, start every loop.
@@ -216,40 +213,7 @@ class Runtime:
         if self._migrate:
             await upgrade(self.db)
         await self.db.start_listening()
-        s = self.settings
-        self._loops = [
-            Loop.configured(
-                "recovery",
-                self._recovery_tick,
-                s,
-                poll_interval=s.job_poll_interval_seconds,
-                idle_ceiling=s.job_idle_poll_ceiling_seconds,
-                clock=self.clock,
-            ),
-            Loop.configured(
-                "prune",
-                self._prune_tick,
-                s,
-                poll_interval=s.job_prune_interval_seconds,
-                idle_ceiling=s.job_prune_interval_seconds,
-                clock=self.clock,
-            ),
-        ]
-        if self.periodics:
-            now = self.clock.now()
-            self._periodic_next = {p.name: p.next_tick(now) for p in self.periodics}
-            self._loops.append(
-                Loop.configured(
-                    "periodic",
-                    self._periodic_tick,
-                    s,
-                    poll_interval=s.job_periodic_check_seconds,
-                    idle_ceiling=s.job_idle_poll_ceiling_seconds,
-                    clock=self.clock,
-                )
-            )
-        for loop in self._loops:
-            loop.start()
+        self.maintenance.start()
         for w in self.workers:
             w.start()
         self.started = True
@@ -260,8 +224,7 @@ class Runtime:
         if self.started:
             wait = self.settings.job_stop_grace_seconds if grace is None else grace
             await asyncio.gather(*(w.stop(wait) for w in self.workers))
-            for loop in self._loops:
-                await loop.stop()
+            await self.maintenance.stop()
             self.started = False
         if self._owns_db:
             await self.db.dispose()
@@ -276,42 +239,6 @@ class Runtime:
         self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.stop()
-
-    # --- loops --------------------------------------------------------------------------------
-
-    async def _recovery_tick(self) -> Tick:
-        now = self.clock.now()
-        nearest, unleased = await lease_next_expiry(self.db)
-        if nearest is None and not unleased:
-            return IDLE
-        if unleased or (nearest is not None and nearest <= now):
-            outcome = await recover_expired(self.db, self.recovery_policy, now)
-            for name, ids in outcome.items():
-                self.metrics.recoveries[name] += len(ids)
-            return MORE if any(outcome.values()) else ACTIVE
-        assert nearest is not None
-        return Tick(due_in=(nearest - now).total_seconds())
-
-    async def _prune_tick(self) -> Tick:
-        s = self.settings
-        n = await job_prune(
-            self.db, self.clock.now(), s.job_retention_seconds, s.job_prune_batch_size
-        )
-        self.metrics.pruned += n
-        return MORE if n >= s.job_prune_batch_size else IDLE
-
-    async def _periodic_tick(self) -> Tick:
-        now = self.clock.now()
-        due_in = self.settings.job_idle_poll_ceiling_seconds
-        for p in self.periodics:
-            tick = self._periodic_next[p.name]
-            if tick <= now:
-                latest = p.previous_tick(now) if p.next_tick(tick) <= now else tick
-                if await periodic_enqueue_tick(self.db, p, latest, now):
-                    self.metrics.periodic_enqueued += 1
-                self._periodic_next[p.name] = tick = p.next_tick(latest)
-            due_in = min(due_in, (tick - now).total_seconds())
-        return Tick(due_in=due_in)
 
     # --- jobs ---------------------------------------------------------------------------------
 
@@ -371,24 +298,51 @@ class Runtime:
             max_attempts,
         )
         now = self.clock.now()
+        new = self._new_job(spec, now)
         if conn is not None:
-            job, _ = await job_insert(self.db, conn, self._new_job(spec, now), now)
+            job, _ = await job_enqueue(self.db, conn, new, now)
             return job
-        async with self.db.write_transaction() as tx:
-            job, _ = await job_insert(self.db, tx, self._new_job(spec, now), now)
+        job, _ = await self.db.write(lambda tx: job_enqueue(self.db, tx, new, now))
         return job
 
     async def enqueue_many(self, specs: Iterable[EnqueueSpec]) -> list[Job]:
         """Enqueue many jobs in one transaction; returns them in order."""
         now = self.clock.now()
         items = [self._new_job(s, now) for s in specs]
-        async with self.db.write_transaction() as conn:
-            return await job_insert_many(self.db, conn, items, now)
+        return await self.db.write(lambda conn: jobs_enqueue(self.db, conn, items, now))
 
     async def depths(self) -> dict[str, dict[str, int]]:
         """Active job counts per queue and status."""
         async with self.db.read_connection() as conn:
-            return await job_depths(conn)
+            return await jobs_depth(conn)
+
+    async def counts(self) -> list[tuple[str, str, int]]:
+        """(queue, status, count) over every job, finished ones included, for metrics."""
+        async with self.db.read_connection() as conn:
+            return await jobs_count(conn)
+
+    async def active_count(
+        self, kind: str, workspace_id: str, *, conn: AsyncConnection | None = None
+    ) -> tuple[int, int]:
+        """Active jobs of `kind`: (everyone's, this workspace's); in `conn`'s transaction if given.
+
+        Read under a lock the caller holds (e.g. the admission lock), it is the input of a queue
+        limit that concurrent submissions cannot overshoot.
+        """
+        if conn is not None:
+            return await jobs_active_count(conn, kind, workspace_id)
+        async with self.db.read_connection() as own:
+            return await jobs_active_count(own, kind, workspace_id)
+
+    async def cancel_flag(
+        self, job_id: int, conn: AsyncConnection, *, lock: bool = False
+    ) -> tuple[JobStatus, bool]:
+        """A job's status and whether a cancel was requested, in the caller's transaction.
+
+        With `lock` the job's row stays locked until that transaction ends, so a cancel cannot
+        slip in between this read and the caller's writes.
+        """
+        return await job_cancel_flag(conn, job_id, lock=lock)
 
     async def get(self, job_id: int) -> Job | None:
         """One job, or None."""
@@ -407,13 +361,17 @@ class Runtime:
         handler now in this process, or at the next wakeup or heartbeat elsewhere.
         """
         now = self.clock.now()
-        async with self.db.write_transaction() as conn:
+
+        async def cancel_tree(conn: AsyncConnection) -> list[int]:
             if await job_get(conn, job_id) is None:
                 raise JobNotFound(job_id)
-            ids = [job_id, *await job_active_descendants(conn, job_id)]
-            _, requested = await job_cancel(self.db, conn, ids, now)
+            ids = [job_id, *await jobs_active_descendants(conn, job_id)]
+            _, requested = await jobs_cancel(self.db, conn, ids, now)
             for hook in self.cancel_hooks:
                 await hook(conn, ids, now)
+            return requested
+
+        requested = await self.db.write(cancel_tree)
         for w in self.workers:
             for i in requested:
                 w.stop_job(i, "cancel")
@@ -423,7 +381,8 @@ class Runtime:
 
     async def retry(self, job_id: int) -> Job:
         """Run a failed or cancelled job again with a fresh attempt budget."""
-        async with self.db.write_transaction() as conn:
+
+        async def retry(conn: AsyncConnection) -> None:
             job = await job_get(conn, job_id)
             if job is None:
                 raise JobNotFound(job_id)
@@ -431,14 +390,18 @@ class Runtime:
                 raise JobStateError(
                     f"job {job_id} is {job.status}; only failed or cancelled jobs can be retried"
                 )
+
+        await self.db.write(retry)
         job = await self.get(job_id)
         assert job is not None
         return job
 
     async def emit(self, job_id: int, event_type: str, data: Any = None) -> None:
         """Append an event to a job's log."""
-        async with self.db.write_transaction() as conn:
-            await event_insert_many(self.db, conn, [(job_id, event_type, data)], self.clock.now())
+        now = self.clock.now()
+        await self.db.write(
+            lambda conn: events_append(self.db, conn, [(job_id, event_type, data)], now)
+        )
 
     async def events(
         self, job_id: int, *, after_id: int = 0, follow: bool = True

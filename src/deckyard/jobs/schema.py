@@ -6,8 +6,7 @@ from sqlalchemy import Column, ForeignKey, Index, Integer, String, Table, Text
 
 from deckyard.db import JSONPayload, UTCDateTime, metadata, partial_index
 from deckyard.db.types import BigId
-
-ACTIVE_PREDICATE = "status IN ('pending', 'running')"
+from deckyard.jobs.status import ACTIVE_PREDICATE, Lifecycle, status_in
 
 jobs = Table(
     "jobs",
@@ -35,8 +34,10 @@ jobs = Table(
     Column("updated_at", UTCDateTime, nullable=False),
     Column("started_at", UTCDateTime),
     Column("finished_at", UTCDateTime),
-    partial_index("ix_jobs_claim", "queue", "priority", "run_at", "id", where="status = 'pending'"),
-    partial_index("ix_jobs_lease", "lease_expires_at", where="status = 'running'"),
+    partial_index(
+        "ix_jobs_claim", "queue", "priority", "run_at", "id", where=status_in([Lifecycle.PENDING])
+    ),
+    partial_index("ix_jobs_lease", "lease_expires_at", where=status_in([Lifecycle.RUNNING])),
     partial_index(
         "uq_jobs_active_dedupe",
         "queue",

@@ -1,12 +1,19 @@
-"""Job states and error codes."""
+"""The lifecycle vocabulary shared by jobs, tasks and render requests; job error and event codes.
+
+Jobs, tasks and render requests live the same five-state life (pending, running, then one of
+three ends), so they share one enum, one ACTIVE/TERMINAL split and one way of writing it as SQL
+for partial indexes and `index_where` clauses. A state machine whose values differ (render
+attempts) keeps its own enum.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from enum import StrEnum
 
 
-class JobStatus(StrEnum):
-    """Where a job is in its life."""
+class Lifecycle(StrEnum):
+    """Where a job, task or render request is in its life."""
 
     PENDING = "pending"
     RUNNING = "running"
@@ -16,12 +23,42 @@ class JobStatus(StrEnum):
 
     @property
     def is_active(self) -> bool:
-        """True while the job may still run."""
-        return self in (JobStatus.PENDING, JobStatus.RUNNING)
+        """True while it may still run (pending or running)."""
+        return self in (Lifecycle.PENDING, Lifecycle.RUNNING)
+
+    @property
+    def is_terminal(self) -> bool:
+        """True once it can never change again."""
+        return not self.is_active
 
 
-ACTIVE = (JobStatus.PENDING.value, JobStatus.RUNNING.value)
-TERMINAL = (JobStatus.SUCCEEDED.value, JobStatus.FAILED.value, JobStatus.CANCELLED.value)
+JobStatus = Lifecycle
+"""A job's status: the shared lifecycle."""
+
+ACTIVE: tuple[str, ...] = (Lifecycle.PENDING.value, Lifecycle.RUNNING.value)
+"""Status values that may still run, for `status.in_(ACTIVE)`."""
+TERMINAL: tuple[str, ...] = (
+    Lifecycle.SUCCEEDED.value,
+    Lifecycle.FAILED.value,
+    Lifecycle.CANCELLED.value,
+)
+"""Status values that never change again."""
+
+
+def status_in(values: Iterable[str], column: str = "status") -> str:
+    """A SQL predicate on a status column for partial indexes and `index_where` clauses.
+
+    One value gives `status = 'pending'`; several give `status IN ('pending', 'running')`, the
+    exact text the migrations wrote, so the metadata and the migrated schema agree.
+    """
+    quoted = [f"'{Lifecycle(v).value}'" for v in values]
+    if len(quoted) == 1:
+        return f"{column} = {quoted[0]}"
+    return f"{column} IN ({', '.join(quoted)})"
+
+
+ACTIVE_PREDICATE = status_in(ACTIVE)
+"""`status IN ('pending', 'running')`."""
 
 
 class JobErrorCode(StrEnum):

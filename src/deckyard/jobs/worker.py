@@ -12,32 +12,66 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from datetime import datetime, timedelta
+from typing import Any, Literal, Protocol
 
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from deckyard.clock import Clock
+from deckyard.config import Settings
+from deckyard.db import Database
 from deckyard.jobs.context import JobContext, JobError, OnSuccess
-from deckyard.jobs.lease import (
-    job_cancel_requested,
-    job_claim,
-    job_complete_many,
-    job_fail,
-    job_fail_overdue,
-    job_next_due,
-    job_release,
-    lease_extend,
-)
-from deckyard.jobs.loop import ACTIVE, IDLE, MORE, Loop, Tick
+from deckyard.jobs.metrics import RuntimeMetrics
 from deckyard.jobs.models import Job
-from deckyard.jobs.queue import WAKE_CANCEL, WAKE_JOBS, event_insert_many, wake_channel
+from deckyard.jobs.policy import RetryPolicy
 from deckyard.jobs.status import EventType, JobErrorCode, JobStatus
-
-if TYPE_CHECKING:
-    from deckyard.jobs.runtime import Runtime
+from deckyard.jobs.store import (
+    WAKE_CANCEL,
+    WAKE_JOBS,
+    events_append,
+    job_claim,
+    job_fail,
+    job_next_due,
+    jobs_cancel_requested,
+    jobs_complete,
+    jobs_fail_overdue,
+    jobs_release,
+    lease_extend,
+    wake_channel,
+)
+from deckyard.loop import ACTIVE, IDLE, MORE, Loop, Tick
 
 log = logging.getLogger(__name__)
 StopReason = Literal["cancel", "lease_lost", "shutdown"]
+HandlerFn = Callable[[JobContext], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class Handler:
+    """A registered handler for one kind."""
+
+    kind: str
+    fn: HandlerFn
+    queue: str
+    max_attempts: int
+    timeout: float | None
+    retry: RetryPolicy
+
+
+class WorkerHost(Protocol):
+    """What a worker needs from its runtime (`Runtime` is one): a protocol, so no import cycle."""
+
+    db: Database
+    settings: Settings
+    clock: Clock
+    metrics: RuntimeMetrics
+    handlers: dict[str, Handler]
+    default_retry: RetryPolicy
+
+    async def emit(self, job_id: int, event_type: str, data: Any = None) -> None:
+        """Append an event to a job's log."""
 
 
 @dataclass
@@ -72,7 +106,7 @@ def make_owner() -> str:
 class Worker:
     """Runs jobs from `queues` with at most `concurrency` at once."""
 
-    def __init__(self, runtime: Runtime, queues: Sequence[str], concurrency: int) -> None:
+    def __init__(self, runtime: WorkerHost, queues: Sequence[str], concurrency: int) -> None:
         self.runtime = runtime
         self.queues = list(queues)
         self.concurrency = concurrency
@@ -176,30 +210,35 @@ class Worker:
         free = free if can_claim else 0
         lease = rt.settings.job_lease_seconds
         batch, self._outcomes = self._outcomes, []
+
+        async def settle_and_claim(conn: AsyncConnection) -> tuple[dict[int, str], list[Job]]:
+            events: list[tuple[int, str, Any]] = []
+            settled = await self._settle_in(conn, batch, now, events) if batch else {}
+            claimed = (
+                await job_claim(conn, self.queues, free, self.owner, now, lease) if free else []
+            )
+            overdue = [j for j in claimed if j.deadline_at is not None and j.deadline_at <= now]
+            if overdue:
+                await jobs_fail_overdue(conn, overdue, now)
+            events += [
+                (j.id, EventType.STARTED.value, {"attempt": j.attempt})
+                for j in claimed
+                if j not in overdue
+            ]
+            events += [
+                (j.id, EventType.FAILED.value, {"error_code": "DEADLINE_EXCEEDED"}) for j in overdue
+            ]
+            await events_append(rt.db, conn, events, now)
+            return settled, claimed
+
         try:
-            async with rt.db.write_transaction() as conn:
-                events: list[tuple[int, str, Any]] = []
-                settled = await self._settle_in(conn, batch, now, events) if batch else {}
-                claimed = (
-                    await job_claim(conn, self.queues, free, self.owner, now, lease) if free else []
-                )
-                overdue = [j for j in claimed if j.deadline_at is not None and j.deadline_at <= now]
-                runnable = [j for j in claimed if j not in overdue]
-                if overdue:
-                    await job_fail_overdue(conn, overdue, now)
-                events += [
-                    (j.id, EventType.STARTED.value, {"attempt": j.attempt}) for j in runnable
-                ]
-                events += [
-                    (j.id, EventType.FAILED.value, {"error_code": "DEADLINE_EXCEEDED"})
-                    for j in overdue
-                ]
-                await event_insert_many(rt.db, conn, events, now)
+            settled, claimed = await rt.db.write(settle_and_claim)
         except BaseException:
             self._outcomes[:0] = batch
             raise
         self._account(batch, settled)
         self._maybe_more = bool(free) and len(claimed) == free
+        runnable = [j for j in claimed if j.deadline_at is None or j.deadline_at > now]
         rt.metrics.claims += len(runnable)
         for job in runnable:
             rt.metrics.claim_latency.observe(max((now - job.run_at).total_seconds(), 0.0))
@@ -209,7 +248,7 @@ class Worker:
         return ACTIVE if claimed else idle
 
     def _start(self, job: Job) -> None:
-        ctx = JobContext(job=job, runtime=self.runtime, clock=self.runtime.clock)
+        ctx = JobContext(job=job, clock=self.runtime.clock, emitter=self.runtime.emit)
         running = Running(job=job, ctx=ctx)
         self.running[job.id] = running
         running.task = asyncio.create_task(self._execute(running), name=f"job:{job.id}")
@@ -312,10 +351,10 @@ class Worker:
             self._last_beat = mono
         elif mono - self._last_beat >= interval * 0.98:
             held = [(r.job.id, r.job.attempt) for r in self.running.values()]
-            async with rt.db.write_transaction() as conn:
-                beat = await lease_extend(
-                    conn, self.owner, held, rt.clock.now(), rt.settings.job_lease_seconds
-                )
+            lease = rt.settings.job_lease_seconds
+            beat = await rt.db.write(
+                lambda conn: lease_extend(conn, self.owner, held, rt.clock.now(), lease)
+            )
             rt.metrics.heartbeats += 1
             self._last_beat = mono
             for job_id, _ in held:
@@ -325,7 +364,7 @@ class Worker:
                 self.stop_job(job_id, "cancel")
         elif cancel_woken:
             async with rt.db.read_connection() as conn:
-                asked = await job_cancel_requested(conn, list(self.running))
+                asked = await jobs_cancel_requested(conn, list(self.running))
             for job_id in asked:
                 self.stop_job(job_id, "cancel")
         return Tick(due_in=max(interval - (rt.clock.monotonic() - self._last_beat), 0.0))
@@ -341,12 +380,16 @@ class Worker:
         if self.claim_loop.alive and not self._stopping and waited < grace:
             return Tick(due_in=grace - waited)
         batch, self._outcomes = self._outcomes, []
+
+        async def settle(conn: AsyncConnection) -> dict[int, str]:
+            events: list[tuple[int, str, Any]] = []
+            now = self.runtime.clock.now()
+            statuses = await self._settle_in(conn, batch, now, events)
+            await events_append(self.runtime.db, conn, events, now)
+            return statuses
+
         try:
-            async with self.runtime.db.write_transaction() as conn:
-                events: list[tuple[int, str, Any]] = []
-                now = self.runtime.clock.now()
-                statuses = await self._settle_in(conn, batch, now, events)
-                await event_insert_many(self.runtime.db, conn, events, now)
+            statuses = await self.runtime.db.write(settle)
         except BaseException:
             self._outcomes[:0] = batch
             raise
@@ -354,16 +397,23 @@ class Worker:
         return MORE if self._outcomes else ACTIVE
 
     async def _settle_in(
-        self, conn: Any, batch: list[Outcome], now: Any, events: list[tuple[int, str, Any]]
+        self,
+        conn: AsyncConnection,
+        batch: list[Outcome],
+        now: datetime,
+        events: list[tuple[int, str, Any]],
     ) -> dict[int, str]:
-        """Record a batch of outcomes in the caller's transaction; their events go to `events`."""
-        rt = self.runtime
-        db = rt.db
+        """Record a batch of outcomes in the caller's transaction; their events go to `events`.
+
+        Touches nothing but `conn`, `events` and the returned statuses: `Database.write` may run
+        it again after a conflict.
+        """
+        db = self.runtime.db
         statuses: dict[int, str] = {}
         plain = [o for o in batch if o.kind == "success" and not o.hooks]
         if plain:
             statuses.update(
-                await job_complete_many(
+                await jobs_complete(
                     conn, self.owner, [(o.job.id, o.job.attempt, o.result) for o in plain], now
                 )
             )
@@ -380,10 +430,9 @@ class Worker:
             if status is not None:
                 statuses[o.job.id] = status
                 if status == JobStatus.PENDING.value:
-                    rt.metrics.retries += 1
                     db.notify(conn, WAKE_JOBS)
         released = [(o.job.id, o.job.attempt) for o in batch if o.kind == "release"]
-        for job_id in await job_release(conn, self.owner, released, now):
+        for job_id in await jobs_release(conn, self.owner, released, now):
             statuses[job_id] = "released"
             db.notify(conn, WAKE_JOBS)
         events.extend(self._event_for(o, statuses.get(o.job.id)) for o in batch)
@@ -402,12 +451,14 @@ class Worker:
                     status or "lease lost",
                 )
             metrics.completions[status or "lost"] += 1
+            if status == JobStatus.PENDING.value:
+                metrics.retries += 1
 
     async def _complete_with_hooks(
         self, conn: Any, o: Outcome, now: Any, statuses: dict[int, str]
     ) -> Outcome | None:
         savepoint = await conn.begin_nested()
-        done = await job_complete_many(conn, self.owner, [(o.job.id, o.job.attempt, o.result)], now)
+        done = await jobs_complete(conn, self.owner, [(o.job.id, o.job.attempt, o.result)], now)
         if done.get(o.job.id) != JobStatus.SUCCEEDED.value:
             await savepoint.commit()
             statuses.update(done)

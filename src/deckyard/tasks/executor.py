@@ -22,7 +22,7 @@ from deckyard.clock import SYSTEM_CLOCK, Clock
 from deckyard.config import Settings
 from deckyard.db import Database
 from deckyard.jobs import EnqueueSpec, Job, JobStatus, Runtime
-from deckyard.jobs.loop import Loop, Tick
+from deckyard.loop import Loop, Tick
 from deckyard.tasks.schema import task_events, tasks
 from deckyard.tasks.status import RESUMABLE, TaskStatus
 

@@ -23,8 +23,7 @@ import httpx
 from deckyard.clock import Clock
 from deckyard.config import Settings
 from deckyard.db import Database
-from deckyard.jobs import Loop, Tick
-from deckyard.jobs.loop import ACTIVE, IDLE, MORE
+from deckyard.loop import ACTIVE, IDLE, MORE, Loop, Tick
 from deckyard.render.control.admission import Admitted, admit_due
 from deckyard.render.control.client import Rejection, RendererClient, RendererSources
 from deckyard.render.control.receipts import ReceiptPoller

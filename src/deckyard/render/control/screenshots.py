@@ -21,14 +21,12 @@ import logging
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from deckyard.clock import Clock
 from deckyard.config import Settings
 from deckyard.db import Database
-from deckyard.jobs import JobContext, JobError, JobErrorCode, JobStatus
-from deckyard.jobs.schema import jobs
+from deckyard.jobs import JobContext, JobError, JobErrorCode, JobStatus, Runtime
 from deckyard.render.control.admission import RenderQueueFull, queue_check
 from deckyard.render.control.models import RenderRequest
 from deckyard.render.control.spec import ScreenshotSpec
@@ -75,20 +73,12 @@ async def wait_for_terminal(
         sub.close()
 
 
-async def job_cancel_flag(conn: AsyncConnection, job_id: int, *, lock: bool) -> tuple[str, bool]:
-    """The job's status and whether a cancel was requested; `lock` takes its row lock."""
-    stmt = select(jobs.c.status, jobs.c.cancel_requested_at).where(jobs.c.id == job_id)
-    if lock:
-        stmt = stmt.with_for_update()
-    row = (await conn.execute(stmt)).one()
-    return str(row.status), row.cancel_requested_at is not None
-
-
 class ScreenshotHandler:
     """The `screenshot` job handler, the cancel hook and the cancel observer."""
 
-    def __init__(self, db: Database, settings: Settings, clock: Clock) -> None:
+    def __init__(self, db: Database, runtime: Runtime, settings: Settings, clock: Clock) -> None:
         self.db = db
+        self.runtime = runtime
         self.settings = settings
         self.clock = clock
 
@@ -99,7 +89,7 @@ class ScreenshotHandler:
     async def observe_cancel(self, job_id: int) -> int:
         """Cancel the job's live requests if (and only if) the job was asked to cancel."""
         async with self.db.write_transaction() as conn:
-            _status, asked = await job_cancel_flag(conn, job_id, lock=True)
+            _status, asked = await self.runtime.cancel_flag(job_id, conn, lock=True)
             if not asked:
                 return 0
             return await request_cancel_for_jobs(self.db, conn, [job_id], self.clock.now())
@@ -124,7 +114,7 @@ class ScreenshotHandler:
             parent_job_id=ctx.id,
         )
         async with self.db.write_transaction() as conn:
-            status, asked = await job_cancel_flag(conn, ctx.id, lock=True)
+            status, asked = await self.runtime.cancel_flag(ctx.id, conn, lock=True)
             if asked or status != JobStatus.RUNNING.value:
                 raise JobError(JobErrorCode.CANCELLED.value, "cancelled", retryable=False)
             await self.db.acquire_admission_lock(conn)

@@ -5,14 +5,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from sqlalchemy import func, select
-
 from deckyard.clock import SYSTEM_CLOCK, Clock
 from deckyard.config import Settings
 from deckyard.db import Database
-from deckyard.jobs import Job, Loop, Runtime
-from deckyard.jobs.schema import jobs
-from deckyard.jobs.status import ACTIVE
+from deckyard.jobs import Job, Runtime
+from deckyard.loop import Loop
 from deckyard.render.control.admission import RenderQueueFull
 from deckyard.render.control.client import RendererSources, configured_sources
 from deckyard.render.control.coordinator import Coordinator
@@ -79,7 +76,7 @@ class RenderService:
                 count=settings.renderers,
                 on_change=self.coordinator.probe_loop.poke,
             )
-        self.handler = ScreenshotHandler(db, settings, clock)
+        self.handler = ScreenshotHandler(db, runtime, settings, clock)
         runtime.handler(
             SCREENSHOT_KIND,
             queue=RENDER_QUEUE,
@@ -145,16 +142,7 @@ class RenderService:
             )
 
     async def _queue_check(self, conn: Any, workspace_id: str) -> None:
-        active = jobs.c.status.in_(ACTIVE)
-        screenshot = (jobs.c.kind == SCREENSHOT_KIND) & active
-        total, mine = (
-            await conn.execute(
-                select(
-                    func.count(),
-                    func.count().filter(jobs.c.workspace_id == workspace_id),
-                ).where(screenshot)
-            )
-        ).one()
+        total, mine = await self.runtime.active_count(SCREENSHOT_KIND, workspace_id, conn=conn)
         s = self.settings
         if total >= s.render_queue_limit:
             raise RenderQueueFull(

@@ -27,7 +27,7 @@ from typing import Any
 
 from deckyard.clock import Clock
 from deckyard.config import Settings
-from deckyard.jobs import Loop, Tick
+from deckyard.loop import Loop, Tick
 from deckyard.render.control.client import RendererSource, RendererSources
 from deckyard.render.processes import become_subreaper, kill_groups, reap_adopted
 

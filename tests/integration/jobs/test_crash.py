@@ -19,7 +19,7 @@ from tests.helpers.runtime import fast_settings
 from tests.helpers.worker_proc import side, side_md
 
 pytestmark = [pytest.mark.processes, pytest.mark.slow]
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 N_JOBS = 2000
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from deckyard.db import Database
 from deckyard.jobs import JobContext, Runtime
-from deckyard.jobs.periodic import Periodic, periodic_enqueue_tick
+from deckyard.jobs.maintenance import Periodic, periodic_enqueue_tick
 from tests.helpers.runtime import fast_settings
 
 

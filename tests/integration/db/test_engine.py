@@ -21,6 +21,7 @@ from deckyard.db import (
     run_with_write_retry,
 )
 from tests.conftest import PG_URL, require_pg
+from tests.helpers.db import drop_listen_connection
 
 side_md = MetaData()
 things = Table(
@@ -209,7 +210,7 @@ async def test_notify_reaches_another_process_and_survives_a_drop(pg_schema_url:
         assert await sub.wait(5.0)
         listener = receiver._listener
         assert listener is not None
-        listener.drop_connection_for_test()
+        drop_listen_connection(listener)
         for _ in range(200):
             if listener.reconnects and listener.connected.is_set():
                 break

@@ -1,7 +1,11 @@
-"""Leases: claiming jobs, extending leases in batch, and settling attempts by compare-and-set.
+"""The jobs store, one job's path: enqueue, claim, heartbeat, finish, release, and its events.
 
-Every state change here is guarded in its `WHERE` clause (still running, same owner, same
-attempt, lease not expired) and its caller looks at what the statement returned.
+Together with `store_admin` (listing, cancel, retry, recovery, pruning, periodic ticks, counts)
+this is the only code that touches the `jobs`, `job_events` and `job_periodic` tables. Names are
+noun-first (`job_*`, `jobs_*`, `lease_*`, `events_*`), so every statement is found by prefix.
+
+Every state change is guarded in its `WHERE` clause (still running, same owner, same attempt,
+lease not expired) and its caller looks at what the statement returned.
 """
 
 from __future__ import annotations
@@ -11,15 +15,173 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, bindparam, case, func, or_, select, tuple_, update
+from sqlalchemy import (
+    ColumnElement,
+    and_,
+    bindparam,
+    case,
+    func,
+    insert,
+    or_,
+    select,
+    text,
+    tuple_,
+    update,
+)
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from deckyard.jobs.models import JOB_COLUMNS, Job
-from deckyard.jobs.schema import jobs
-from deckyard.jobs.status import JobErrorCode, JobStatus
+from deckyard.db import Database
+from deckyard.jobs.models import EVENT_COLUMNS, JOB_COLUMNS, Job, JobEvent
+from deckyard.jobs.schema import job_events, jobs
+from deckyard.jobs.status import ACTIVE, ACTIVE_PREDICATE, JobErrorCode, JobStatus
 
+WAKE_JOBS = "jobs"
+"""General job wakeups (recovery, retries, hand-overs): workers look before they claim."""
+WAKE_CANCEL = "jobs.cancel"
+WAKE_EVENTS = "jobs.events"
 RUNNING = JobStatus.RUNNING.value
 PENDING = JobStatus.PENDING.value
+_BULK_CHUNK = 1000
+
+
+def wake_channel(queue: str) -> str:
+    """The wakeup channel of one queue: new work on it, so its workers may claim at once."""
+    return f"jobs:{queue}"
+
+
+# --- enqueue ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NewJob:
+    """Everything needed to insert one job."""
+
+    kind: str
+    queue: str
+    payload: Any
+    max_attempts: int
+    run_at: datetime
+    priority: int = 0
+    dedupe_key: str | None = None
+    deadline_at: datetime | None = None
+    parent_id: int | None = None
+    workspace_id: str | None = None
+
+    def row(self, now: datetime) -> dict[str, Any]:
+        """The column values for the insert."""
+        return {
+            "queue": self.queue,
+            "kind": self.kind,
+            "payload": self.payload if self.payload is not None else {},
+            "status": PENDING,
+            "priority": self.priority,
+            "run_at": self.run_at,
+            "attempt": 0,
+            "max_attempts": self.max_attempts,
+            "dedupe_key": self.dedupe_key,
+            "deadline_at": self.deadline_at,
+            "parent_id": self.parent_id,
+            "workspace_id": self.workspace_id,
+            "created_at": now,
+            "updated_at": now,
+        }
+
+
+async def job_enqueue(
+    db: Database, conn: AsyncConnection, new: NewJob, now: datetime
+) -> tuple[Job, bool]:
+    """Insert a job; on an active dedupe hit return the existing job. Returns (job, created)."""
+    if new.dedupe_key is None:
+        row = (await conn.execute(insert(jobs).values(new.row(now)).returning(*JOB_COLUMNS))).one()
+        db.notify(conn, wake_channel(new.queue))
+        return Job.from_row(row), True
+    stmt = (
+        db.insert_ignoring_conflicts(
+            jobs,
+            index_elements=["queue", "dedupe_key"],
+            index_where=text(f"dedupe_key IS NOT NULL AND {ACTIVE_PREDICATE}"),
+        )
+        .values(new.row(now))
+        .returning(*JOB_COLUMNS)
+    )
+    for _ in range(5):
+        inserted = (await conn.execute(stmt)).first()
+        if inserted is not None:
+            db.notify(conn, wake_channel(new.queue))
+            return Job.from_row(inserted), True
+        existing = (
+            await conn.execute(
+                select(*JOB_COLUMNS).where(
+                    jobs.c.queue == new.queue,
+                    jobs.c.dedupe_key == new.dedupe_key,
+                    jobs.c.status.in_(ACTIVE),
+                )
+            )
+        ).first()
+        if existing is not None:
+            return Job.from_row(existing), False
+    raise RuntimeError(f"dedupe key {new.dedupe_key!r} kept changing hands; giving up")
+
+
+async def jobs_enqueue(
+    db: Database, conn: AsyncConnection, items: Sequence[NewJob], now: datetime
+) -> list[Job]:
+    """Insert many jobs in bulk (those with dedupe keys one by one), in input order."""
+    out: list[Job | None] = [None] * len(items)
+    plain = [i for i, item in enumerate(items) if item.dedupe_key is None]
+    stmt = insert(jobs).returning(*JOB_COLUMNS, sort_by_parameter_order=True)
+    for start in range(0, len(plain), _BULK_CHUNK):
+        chunk = plain[start : start + _BULK_CHUNK]
+        rows = (await conn.execute(stmt, [items[i].row(now) for i in chunk])).all()
+        for i, row in zip(chunk, rows, strict=True):
+            out[i] = Job.from_row(row)
+    for i, item in enumerate(items):
+        if item.dedupe_key is not None:
+            out[i], _ = await job_enqueue(db, conn, item, now)
+    for queue in {item.queue for item in items}:
+        db.notify(conn, wake_channel(queue))
+    return [job for job in out if job is not None]
+
+
+async def job_get(conn: AsyncConnection, job_id: int) -> Job | None:
+    """One job by id."""
+    row = (await conn.execute(select(*JOB_COLUMNS).where(jobs.c.id == job_id))).first()
+    return Job.from_row(row) if row is not None else None
+
+
+# --- events -----------------------------------------------------------------------------------
+
+
+async def events_append(
+    db: Database,
+    conn: AsyncConnection,
+    events: Sequence[tuple[int, str, Any]],
+    now: datetime,
+) -> None:
+    """Append events (job id, type, data) in one statement."""
+    if not events:
+        return
+    await conn.execute(
+        insert(job_events),
+        [{"job_id": j, "type": t, "data": d, "created_at": now} for j, t, d in events],
+    )
+    db.notify(conn, WAKE_EVENTS)
+
+
+async def events_after(
+    conn: AsyncConnection, job_id: int, after_id: int, limit: int = 500
+) -> list[JobEvent]:
+    """A job's events with id greater than `after_id`, oldest first."""
+    rows = await conn.execute(
+        select(*EVENT_COLUMNS)
+        .where(job_events.c.job_id == job_id, job_events.c.id > after_id)
+        .order_by(job_events.c.id)
+        .limit(limit)
+    )
+    return [JobEvent.from_row(r) for r in rows]
+
+
+# --- claim ------------------------------------------------------------------------------------
 
 
 async def job_next_due(conn: AsyncConnection, queues: Sequence[str]) -> datetime | None:
@@ -83,7 +245,7 @@ async def job_claim(
     return sorted((Job.from_row(r) for r in rows), key=lambda j: (j.priority, j.run_at, j.id))
 
 
-async def job_fail_overdue(conn: AsyncConnection, claimed: Sequence[Job], now: datetime) -> None:
+async def jobs_fail_overdue(conn: AsyncConnection, claimed: Sequence[Job], now: datetime) -> None:
     """Fail just-claimed jobs whose deadline already passed, without running them."""
     ids = [j.id for j in claimed]
     await conn.execute(
@@ -99,6 +261,9 @@ async def job_fail_overdue(conn: AsyncConnection, claimed: Sequence[Job], now: d
             error_message="deadline passed before the job could start",
         )
     )
+
+
+# --- heartbeat --------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -137,12 +302,15 @@ async def lease_extend(
     return Beat(extended, cancel)
 
 
-async def job_cancel_requested(conn: AsyncConnection, ids: Sequence[int]) -> set[int]:
+async def jobs_cancel_requested(conn: AsyncConnection, ids: Sequence[int]) -> set[int]:
     """Which of these jobs have a cancel request (read only)."""
     rows = await conn.execute(
         select(jobs.c.id).where(jobs.c.id.in_(ids), jobs.c.cancel_requested_at.is_not(None))
     )
     return {r.id for r in rows}
+
+
+# --- finish -----------------------------------------------------------------------------------
 
 
 def _held(owner: Any, now: Any) -> ColumnElement[bool]:
@@ -153,27 +321,19 @@ def _held(owner: Any, now: Any) -> ColumnElement[bool]:
     )
 
 
-def _success_status(now: Any) -> Any:
-    return case(
-        (jobs.c.cancel_requested_at.is_not(None), JobStatus.CANCELLED.value),
-        (
-            and_(jobs.c.deadline_at.is_not(None), jobs.c.deadline_at <= now),
-            JobStatus.FAILED.value,
-        ),
-        else_=JobStatus.SUCCEEDED.value,
-    )
-
-
 def _success_values(now: Any, result: Any) -> dict[str, Any]:
-    refused = or_(
-        jobs.c.cancel_requested_at.is_not(None),
-        and_(jobs.c.deadline_at.is_not(None), jobs.c.deadline_at <= now),
-    )
+    cancelled = jobs.c.cancel_requested_at.is_not(None)
+    overdue = and_(jobs.c.deadline_at.is_not(None), jobs.c.deadline_at <= now)
+    refused = or_(cancelled, overdue)
     return {
-        "status": _success_status(now),
+        "status": case(
+            (cancelled, JobStatus.CANCELLED.value),
+            (overdue, JobStatus.FAILED.value),
+            else_=JobStatus.SUCCEEDED.value,
+        ),
         "result": case((refused, None), else_=result) if result is not None else None,
         "error_code": case(
-            (jobs.c.cancel_requested_at.is_not(None), JobErrorCode.CANCELLED.value),
+            (cancelled, JobErrorCode.CANCELLED.value),
             (refused, JobErrorCode.DEADLINE_EXCEEDED.value),
             else_=None,
         ),
@@ -203,7 +363,7 @@ _COMPLETE_ONE = _success_update(
 )
 
 
-async def job_complete_many(
+async def jobs_complete(
     conn: AsyncConnection,
     owner: str,
     done: Sequence[tuple[int, int, Any]],
@@ -275,7 +435,7 @@ async def job_fail(
     return None if row is None else str(row.status)
 
 
-async def job_release(
+async def jobs_release(
     conn: AsyncConnection, owner: str, held: Sequence[tuple[int, int]], now: datetime
 ) -> list[int]:
     """Hand running jobs back at shutdown so another worker can take them at once.
@@ -284,24 +444,23 @@ async def job_release(
     """
     if not held:
         return []
+    cancelled = jobs.c.cancel_requested_at.is_not(None)
     spent = jobs.c.attempt >= jobs.c.max_attempts
     rows = await conn.execute(
         update(jobs)
         .where(tuple_(jobs.c.id, jobs.c.attempt).in_(held), _held(owner, now))
         .values(
             status=case(
-                (jobs.c.cancel_requested_at.is_not(None), JobStatus.CANCELLED.value),
+                (cancelled, JobStatus.CANCELLED.value),
                 (spent, JobStatus.FAILED.value),
                 else_=PENDING,
             ),
             error_code=case(
-                (jobs.c.cancel_requested_at.is_not(None), JobErrorCode.CANCELLED.value),
+                (cancelled, JobErrorCode.CANCELLED.value),
                 (spent, JobErrorCode.LEASE_LOST.value),
                 else_=jobs.c.error_code,
             ),
-            finished_at=case(
-                (jobs.c.cancel_requested_at.is_not(None), now), (spent, now), else_=None
-            ),
+            finished_at=case((cancelled, now), (spent, now), else_=None),
             run_at=now,
             lease_expires_at=None,
             updated_at=now,

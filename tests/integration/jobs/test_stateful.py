@@ -19,10 +19,17 @@ from deckyard.clock import FakeClock
 from deckyard.db import Database
 from deckyard.db.migrate import upgrade
 from deckyard.jobs import RecoveryPolicy, recover_expired
-from deckyard.jobs.lease import job_claim, job_complete_many, job_fail, lease_extend
 from deckyard.jobs.models import JOB_COLUMNS, Job
-from deckyard.jobs.queue import NewJob, job_cancel, job_insert
 from deckyard.jobs.schema import job_events, jobs
+from deckyard.jobs.store import (
+    NewJob,
+    job_claim,
+    job_enqueue,
+    job_fail,
+    jobs_complete,
+    lease_extend,
+)
+from deckyard.jobs.store_admin import jobs_cancel
 
 LEASE = 10.0
 OWNERS = ("a", "b")
@@ -67,7 +74,7 @@ class JobMachine(RuleBasedStateMachine):
 
         async def go() -> Job:
             async with self.db.write_transaction() as conn:
-                job, _ = await job_insert(self.db, conn, new, now)
+                job, _ = await job_enqueue(self.db, conn, new, now)
             return job
 
         self.job_ids.append(self.run(go()).id)
@@ -103,7 +110,7 @@ class JobMachine(RuleBasedStateMachine):
 
         async def go() -> dict[int, str]:
             async with self.db.write_transaction() as conn:
-                return await job_complete_many(
+                return await jobs_complete(
                     conn, owner, [(job.id, job.attempt, {"by": owner})], self.clock.now()
                 )
 
@@ -134,7 +141,7 @@ class JobMachine(RuleBasedStateMachine):
 
         async def go() -> None:
             async with self.db.write_transaction() as conn:
-                await job_cancel(self.db, conn, [job_id], self.clock.now())
+                await jobs_cancel(self.db, conn, [job_id], self.clock.now())
 
         self.run(go())
 

@@ -20,8 +20,8 @@ from deckyard.jobs import (
     Runtime,
     recover_expired,
 )
-from deckyard.jobs.lease import job_claim, job_complete_many
 from deckyard.jobs.schema import job_events, jobs
+from deckyard.jobs.store import job_claim, jobs_complete
 from tests.helpers.runtime import eventually, fast_settings
 
 
@@ -132,7 +132,7 @@ async def test_expired_lease_cannot_finish_even_before_recovery(db: Database) ->
     w = rt.worker(["q"])
     await rt.start()
     try:
-        for loop in rt._loops:
+        for loop in rt.maintenance.loops:
             await loop.stop()  # no recovery: the lease is expired but not yet recovered
         job = await rt.enqueue("slow")
         await asyncio.wait_for(started.wait(), 10)
@@ -275,7 +275,7 @@ async def test_success_after_cancel_is_refused(db: Database) -> None:
             [claimed] = await job_claim(conn, ["q"], 1, "me", now, 30)
         await rt.cancel(job.id)
         async with db.write_transaction() as conn:
-            out = await job_complete_many(conn, "me", [(job.id, claimed.attempt, {"r": 1})], now)
+            out = await jobs_complete(conn, "me", [(job.id, claimed.attempt, {"r": 1})], now)
         final = await rt.get(job.id)
     assert out == {job.id: "cancelled"}
     assert final is not None and final.status == JobStatus.CANCELLED and final.result is None
@@ -438,7 +438,7 @@ async def test_on_success_hook_runs_in_the_finish_transaction(db: Database) -> N
 
 
 async def test_prune_removes_old_finished_jobs_in_batches(db: Database) -> None:
-    from deckyard.jobs.prune import job_prune
+    from deckyard.jobs.maintenance import prune_finished
 
     rt = make_runtime(db)  # not started: its own prune loop must not race this test
     jobs_ = await rt.enqueue_many([EnqueueSpec("k", queue="q") for _ in range(5)])
@@ -450,7 +450,7 @@ async def test_prune_removes_old_finished_jobs_in_batches(db: Database) -> None:
             .values(status="succeeded", finished_at=old)
         )
     await rt.emit(jobs_[0].id, "note")
-    assert await job_prune(db, rt.clock.now(), 3600, 3) == 3
-    assert await job_prune(db, rt.clock.now(), 3600, 3) == 1
-    assert await job_prune(db, rt.clock.now(), 3600, 3) == 0
+    assert await prune_finished(db, rt.clock.now(), 3600, 3) == 3
+    assert await prune_finished(db, rt.clock.now(), 3600, 3) == 1
+    assert await prune_finished(db, rt.clock.now(), 3600, 3) == 0
     assert [j.id for j in await rt.list()] == [jobs_[4].id]

@@ -48,7 +48,7 @@ def _bind(host: str, port: int) -> socket.socket:
 
 
 def start_watchdog(epoch: str, root: Path, settings: Settings) -> subprocess.Popen[bytes]:
-    """Start the watchdog in its own session, holding its stdin; see `watchdog.py`."""
+    """Start the watchdog in its own session, holding its stdin; see `browser/watchdog.py`."""
     env = {k: v for k, v in os.environ.items() if k != EPOCH_ENV}
     return subprocess.Popen(
         [

@@ -18,15 +18,18 @@ from typing import Any
 from deckyard.ai.errors import EXTERNAL_QUEUE_PREFIX
 from deckyard.config import Settings
 from deckyard.jobs import EventType, Job, JobStatus, Runtime
-from deckyard.jobs.lease import (
+from deckyard.jobs.store import (
+    WAKE_JOBS,
+    events_append,
     job_claim_in_workspace,
-    job_complete_many,
     job_fail,
-    job_fail_overdue,
+    job_get,
     job_next_due_in_workspace,
+    jobs_complete,
+    jobs_fail_overdue,
     lease_extend,
+    wake_channel,
 )
-from deckyard.jobs.queue import WAKE_JOBS, event_insert_many, job_get, wake_channel
 
 
 def stored_queue(name: str) -> str:
@@ -161,12 +164,12 @@ class ExternalWorkers:
                 return None
             job = claimed[0]
             if job.deadline_at is not None and job.deadline_at <= now:
-                await job_fail_overdue(conn, [job], now)
+                await jobs_fail_overdue(conn, [job], now)
                 data = {"error_code": "DEADLINE_EXCEEDED"}
-                await event_insert_many(rt.db, conn, [(job.id, EventType.FAILED.value, data)], now)
+                await events_append(rt.db, conn, [(job.id, EventType.FAILED.value, data)], now)
                 return None
             started = {"attempt": job.attempt, "owner": owner}
-            await event_insert_many(rt.db, conn, [(job.id, EventType.STARTED.value, started)], now)
+            await events_append(rt.db, conn, [(job.id, EventType.STARTED.value, started)], now)
         return Claimed(job, FencingToken(owner, job.attempt))
 
     async def _own(self, conn: Any, workspace_id: str, job_id: int) -> Job:
@@ -200,16 +203,14 @@ class ExternalWorkers:
         now = rt.clock.now()
         async with rt.db.write_transaction() as conn:
             job = await self._own(conn, workspace_id, job_id)
-            done = await job_complete_many(
-                conn, token.owner, [(job_id, token.attempt, result)], now
-            )
+            done = await jobs_complete(conn, token.owner, [(job_id, token.attempt, result)], now)
             status = done.get(job_id)
             if status is None:
                 raise TokenRefused(job, "the lease expired or was taken over; result discarded")
             data: dict[str, Any] = {"attempt": token.attempt}
             if status != JobStatus.SUCCEEDED.value:
                 data["discarded_result"] = True
-            await event_insert_many(rt.db, conn, [(job_id, status, data)], now)
+            await events_append(rt.db, conn, [(job_id, status, data)], now)
         fresh = await rt.get(job_id)
         assert fresh is not None
         return fresh
@@ -247,7 +248,7 @@ class ExternalWorkers:
                 raise TokenRefused(job, "the lease expired or was taken over; failure discarded")
             data = {"attempt": token.attempt, "error_code": code, "message": message[:500]}
             kind = EventType.RETRY_SCHEDULED.value if status == JobStatus.PENDING else status
-            await event_insert_many(rt.db, conn, [(job_id, kind, data)], now)
+            await events_append(rt.db, conn, [(job_id, kind, data)], now)
             if status == JobStatus.PENDING:
                 rt.db.notify(conn, WAKE_JOBS)
         fresh = await rt.get(job_id)

@@ -4,7 +4,7 @@ An external queue `name` is stored as the job queue `ext.name`, which no in-proc
 serves, and every claim is restricted to the caller's workspace. A claim answers the job and a
 fencing token made of the lease owner (unique per claim) and the attempt; heartbeat, complete
 and fail must present it, and each is the runtime's own guarded statement (`lease_extend`,
-`job_complete_many`, `job_fail`): once the lease has expired (recovered or not) the token is
+`jobs_complete`, `job_fail`): once the lease has expired (recovered or not) the token is
 dead, the call answers 409, and nothing changes.
 """
 

@@ -69,6 +69,7 @@ class RunReport:
     pages: list[PageRow]
     files: list[Path] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
     unavailable: bool = False
 
     @property
@@ -237,6 +238,7 @@ async def run_pipeline(
         settings = pipeline_settings(work, database_url)
         source = load_deck_folder(deck_dir, DeckLimits.from_settings(settings))
         report = RunReport([PageRow(p.name) for p in source.pages])
+        report.warnings = [w.describe() for w in source.warnings]
         app = create_app(settings)
         with Progress(
             TextColumn("{task.description:>11}"),
@@ -274,6 +276,8 @@ def print_summary(report: RunReport, console: Console) -> None:
     for row in report.pages:
         for note in row.notes:
             console.print(f"  {row.name}: {note}", markup=False)
+    for warning in report.warnings:
+        console.print(f"  not carried over: {warning}", markup=False)
     for failure in report.failures:
         console.print(f"  failed: {failure}", markup=False)
     for path in report.files:

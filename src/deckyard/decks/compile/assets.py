@@ -4,7 +4,8 @@ A reference is a path relative to the deck folder (`assets/img/logo.png`), or, i
 stylesheet file, relative to that file, as a browser would read it. A reference that leaves the
 deck (`../`), is absolute (`/x`, `C:\\x`), names a scheme other than `data:` (`http:`, `file:`,
 `//host`) or names no asset is refused with a `ReferenceProblem`; the caller adds page and line.
-Same-document fragments (`#id`) are left alone: they load nothing.
+Same-document fragments (`#id`) and query-only links (`?page=2`) are left alone: they load
+nothing. `outside` names deck files found outside `assets/`, so the message can say where.
 """
 
 from __future__ import annotations
@@ -42,8 +43,9 @@ def data_uri(asset: Asset) -> str:
 class AssetResolver:
     """Turns references into `data:` URIs from one deck's assets, caching each encoding."""
 
-    def __init__(self, assets: Mapping[str, Asset]) -> None:
+    def __init__(self, assets: Mapping[str, Asset], outside: frozenset[str] = frozenset()) -> None:
         self._assets = assets
+        self._outside = outside
         self._uris: dict[str, str] = {}
         self.used: set[str] = set()
 
@@ -69,10 +71,13 @@ class AssetResolver:
         if ref.startswith("//") or _SCHEME.match(ref):
             raise ReferenceProblem(
                 CompileErrorCode.EXTERNAL_REFERENCE,
-                f"{ref!r} points outside the deck; only deck assets and data: URIs are allowed",
+                f"{ref!r} is outside the deck and the renderer loads nothing from the network; "
+                "download it into assets/ and refer to it as assets/<file>",
                 reference,
             )
         path = unquote(ref.split("#", 1)[0].split("?", 1)[0])
+        if not path:
+            return None
         joined = posixpath.normpath(posixpath.join(base_dir, path))
         if joined == ".." or joined.startswith("../"):
             raise ReferenceProblem(
@@ -82,10 +87,16 @@ class AssetResolver:
                 reference,
             )
         if joined not in self._assets:
-            raise ReferenceProblem(
-                CompileErrorCode.MISSING_ASSET, f"{ref!r}: no such asset ({joined})", reference
-            )
+            message = f"{ref!r}: no such asset ({joined}){self._hint(joined)}"
+            raise ReferenceProblem(CompileErrorCode.MISSING_ASSET, message, reference)
         return joined
+
+    def _hint(self, path: str) -> str:
+        if path in self._outside:
+            return f"; move it into assets/ (found at {path})"
+        if not path.startswith("assets/"):
+            return f"; deck files live in assets/: put it there and write assets/{path}"
+        return ""
 
     def asset(self, path: str) -> Asset:
         """The asset at deck path `path`, which `asset_path` returned."""
@@ -104,6 +115,13 @@ class AssetResolver:
             self._uris[path] = uri
         fragment = reference.strip(_ASCII_WHITESPACE).partition("#")[2]
         return f"{uri}#{fragment}" if fragment else uri
+
+
+def is_hyperlink(reference: str) -> bool:
+    """Whether `reference` is a link to follow (http, https, mailto), never loaded by a render."""
+    return (
+        reference.strip(_ASCII_WHITESPACE)[:7].lower().startswith(("http://", "https:/", "mailto:"))
+    )
 
 
 def split_srcset(value: str) -> list[tuple[str, str]]:

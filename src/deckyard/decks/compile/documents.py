@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from deckyard.decks.compile.assets import AssetResolver
 from deckyard.decks.compile.css_scope import CssContext, rewrite_stylesheet
 from deckyard.decks.compile.html_page import PagePart, compile_part
+from deckyard.decks.compile.themes import core_css, expand_theme, only_markdown
 from deckyard.decks.errors import CompileError, CompileErrorCode, CompileProblem
 from deckyard.decks.source.deck_source import DeckSource, PageKind
 from deckyard.decks.source.limits import DeckLimits
@@ -75,14 +76,30 @@ def _shared(deck: DeckSource, resolver: AssetResolver) -> _Shared:
             f"{hint}; font-weight: {font.weight}; font-style: {font.style}; "
             f"font-display: {font.display}; }}"
         )
-    theme = ""
-    if deck.theme_css:
-        origin = deck.theme_path or "theme"
-        ctx = CssContext(resolver, base_dir=posixpath.dirname(deck.theme_path or ""))
-        theme = rewrite_stylesheet(deck.theme_css, ctx)
-        problems.extend(
-            CompileProblem(p.code, p.message, origin, p.reference, p.line) for p in ctx.problems
-        )
+    theme_css, theme_path = deck.theme_css, deck.theme_path
+    implicit = not theme_css and any(p.kind is PageKind.MARKDOWN for p in deck.pages)
+    if implicit:
+        theme_css = '@import "default";'
+    sheets = [core_css()]
+    if theme_css:
+        files = {path: asset.data for path, asset in deck.assets.items()}
+        expanded = expand_theme(theme_css, theme_path, files)
+        origin = theme_path or "theme"
+        for file, line, message in expanded.problems:
+            where = f"{file}:{line}: " if file != origin else ""
+            problems.append(
+                CompileProblem(
+                    CompileErrorCode.CSS_UNSUPPORTED, where + message, origin, None, line
+                )
+            )
+        for sheet in expanded.sheets:
+            ctx = CssContext(resolver, base_dir=sheet.base_dir)
+            css = rewrite_stylesheet(sheet.css, ctx)
+            sheets.append(only_markdown(css) if implicit else css)
+            problems.extend(
+                CompileProblem(p.code, p.message, origin, p.reference, p.line) for p in ctx.problems
+            )
+    theme = "\n".join(sheets)
     return _Shared("\n".join(faces), theme, problems)
 
 
@@ -104,11 +121,11 @@ def _base_css(width: int, height: int, *, print_mode: bool) -> str:
     return css
 
 
-def _slide(part: PagePart) -> str:
+def _slide(part: PagePart, number: int) -> str:
     classes = " ".join(["slide", *part.slide_classes])
     return (
         f'<div class="{html.escape(classes)}" data-page="{part.name}" '
-        f'data-kind="{part.kind.value}">{part.body_html}</div>'
+        f'data-kind="{part.kind.value}" data-number="{number}">{part.body_html}</div>'
     )
 
 
@@ -119,6 +136,7 @@ def _document(
     title: str,
     *,
     print_mode: bool,
+    first_number: int = 1,
 ) -> str:
     styles = [
         ("base", _base_css(deck.width, deck.height, print_mode=print_mode)),
@@ -131,7 +149,7 @@ def _document(
         for label, css in styles
         if css
     )
-    body = "\n".join(_slide(part) for part in parts)
+    body = "\n".join(_slide(part, first_number + i) for i, part in enumerate(parts))
     return (
         f'<!DOCTYPE html>\n<html lang="{deck.manifest.lang}">\n<head>\n<meta charset="utf-8">\n'
         f'<meta name="viewport" content="width={deck.width}, height={deck.height}">\n'
@@ -155,14 +173,14 @@ def compile_deck_report(deck: DeckSource, limits: DeckLimits) -> CompileReport:
 
     A theme problem is reported once, under the theme's path, and fails every page.
     """
-    resolver = AssetResolver(deck.assets)
+    resolver = AssetResolver(deck.assets, deck.other_files)
     shared = _shared(deck, resolver)
     pages: list[CompiledPage] = []
     problems = list(shared.problems)
     for index, page in enumerate(deck.pages):
         part = compile_part(page, resolver, limits)
         title = f"{deck.manifest.title} - {page.name}"
-        document = _document(deck, shared, [part], title, print_mode=False)
+        document = _document(deck, shared, [part], title, print_mode=False, first_number=index + 1)
         oversize = _too_large(document, page.name, limits)
         found = part.problems + ([oversize] if oversize else [])
         problems.extend(found)
@@ -202,7 +220,7 @@ def compile_print_document(deck: DeckSource, limits: DeckLimits) -> str:
 
     Raises `CompileError` when any page (or the theme) has problems.
     """
-    resolver = AssetResolver(deck.assets)
+    resolver = AssetResolver(deck.assets, deck.other_files)
     shared = _shared(deck, resolver)
     parts = [compile_part(page, resolver, limits) for page in deck.pages]
     problems = shared.problems + [p for part in parts for p in part.problems]

@@ -18,9 +18,15 @@ from bs4.dammit import EntitySubstitution
 from bs4.element import NavigableString, Tag
 from bs4.formatter import HTMLFormatter
 
-from deckyard.decks.compile.assets import AssetResolver, ReferenceProblem, resolve_srcset
+from deckyard.decks.compile.assets import (
+    AssetResolver,
+    ReferenceProblem,
+    is_hyperlink,
+    resolve_srcset,
+)
 from deckyard.decks.compile.css_scope import CssContext, rewrite_stylesheet, rewrite_values
-from deckyard.decks.compile.markdown import LINE_ATTR, MARKER_TAG, render_markdown
+from deckyard.decks.compile.markdown import LINE_ATTR, MARKER_TAG
+from deckyard.decks.compile.slide_markdown import render_slide
 from deckyard.decks.errors import CompileErrorCode, CompileProblem
 from deckyard.decks.source.deck_source import PageKind, PageSource
 from deckyard.decks.source.limits import DeckLimits
@@ -31,6 +37,7 @@ FORMATTER = HTMLFormatter(
 _URL_ATTRS = ("src", "href", "xlink:href", "poster", "background")
 _SRCSET_ATTRS = ("srcset", "imagesrcset")
 _HEAD_KEPT = ("script", "noscript", "template")
+_LINK_TAGS = ("a", "area")
 
 
 def scope_for(page_name: str) -> str:
@@ -100,8 +107,8 @@ class _PageCompiler:
         self.problems: list[CompileProblem] = []
         self.css: list[str] = []
         if page.kind is PageKind.MARKDOWN:
-            self.source = render_markdown(
-                page.text, html=limits.markdown_html, extensions=limits.markdown_extensions
+            self.source = render_slide(
+                page.text, allow_html=limits.markdown_html, extensions=limits.markdown_extensions
             )
         else:
             self.source = page.text
@@ -148,6 +155,8 @@ class _PageCompiler:
             if not isinstance(value, str):
                 continue
             key = str(name).lower()
+            if key == "href" and tag.name in _LINK_TAGS and is_hyperlink(value):
+                continue
             try:
                 if key in _URL_ATTRS or (key == "data" and tag.name == "object"):
                     tag.attrs[name] = self.resolver.resolve(value)

@@ -44,6 +44,15 @@ def _annotate_inline(token: Token) -> None:
             line += 1
 
 
+def annotate_tokens(tokens: list[Token]) -> None:
+    """Mark images, links and raw HTML in `tokens` with their Markdown line (see the module)."""
+    for token in tokens:
+        if token.type == "inline":
+            _annotate_inline(token)
+        elif token.type == "html_block" and token.map is not None:
+            token.content = _marker(token.map[0] + 1) + token.content
+
+
 def render_markdown(text: str, *, html: bool, extensions: tuple[str, ...]) -> str:
     """`text` rendered as an HTML fragment, annotated with Markdown line numbers.
 
@@ -52,9 +61,5 @@ def render_markdown(text: str, *, html: bool, extensions: tuple[str, ...]) -> st
     """
     md = _parser(html, extensions)
     tokens = md.parse(text)
-    for token in tokens:
-        if token.type == "inline":
-            _annotate_inline(token)
-        elif token.type == "html_block" and token.map is not None:
-            token.content = _marker(token.map[0] + 1) + token.content
+    annotate_tokens(tokens)
     return str(md.renderer.render(tokens, md.options, {}))

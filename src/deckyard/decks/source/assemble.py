@@ -26,6 +26,7 @@ from deckyard.decks.source.deck_source import (
     media_type_for,
 )
 from deckyard.decks.source.limits import DeckLimits, ZipLimits
+from deckyard.decks.source.theme_names import is_builtin_theme
 
 MANIFEST_FILE = "deck.toml"
 PAGES_DIR = "pages/"
@@ -264,14 +265,18 @@ def assemble_deck(
     if manifest.theme is not None:
         theme_field = field_path(("theme",), prefix)
         theme_path = safe_relative(manifest.theme, file=manifest_file, field=theme_field)
-        if theme_path not in files:
+        if theme_path not in files and is_builtin_theme(theme_path):
+            theme_css = f'@import "{theme_path}";\n'
+            theme_path = None
+        elif theme_path not in files:
             raise DeckSourceError(
                 Code.THEME_NOT_FOUND,
                 f"{theme_field}: {theme_path} does not exist",
                 file=manifest_file,
                 field=theme_field,
             )
-        theme_css = decode_text(files[theme_path], theme_path)
+        else:
+            theme_css = decode_text(files[theme_path], theme_path)
     for i, font in enumerate(manifest.fonts):
         font_field = field_path(("fonts", i, "file"), prefix)
         font_path = safe_relative(font.file, file=manifest_file, field=font_field)

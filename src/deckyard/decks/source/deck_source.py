@@ -120,11 +120,32 @@ class Asset(_Strict):
     media_type: str = Field(min_length=1, max_length=200)
 
 
+class SourceWarning(_Strict):
+    """Something of the source that Deckyard does not carry over: where it is and what."""
+
+    file: str | None = None
+    line: int | None = None
+    slide: int | None = None
+    message: str
+
+    def describe(self) -> str:
+        """One readable line: `talk.md:12 (slide 3): message`."""
+        where = self.file or "deck"
+        if self.line is not None:
+            where += f":{self.line}"
+        if self.slide is not None:
+            where += f" (slide {self.slide})"
+        return f"{where}: {self.message}"
+
+
 class DeckSource(_Strict):
     """Everything needed to compile a deck, loaded and checked; no file system access needed.
 
     `assets` maps each asset's path to the asset. `theme_css` is the theme's text (empty when
     there is none) and `theme_path` where it came from, which is the base for its `url()`s.
+    `warnings` lists what the source uses that is not carried over (a one-file Markdown deck's
+    unsupported constructs); they do not stop the deck. `other_files` are files the source had
+    outside the deck's layout (not in `assets/`), named so a message can say "move it".
     """
 
     manifest: DeckManifest
@@ -132,6 +153,8 @@ class DeckSource(_Strict):
     assets: dict[str, Asset] = Field(default_factory=dict)
     theme_css: str = ""
     theme_path: str | None = None
+    warnings: list[SourceWarning] = Field(default_factory=list)
+    other_files: frozenset[str] = frozenset()
 
     def page(self, name: str) -> PageSource | None:
         """The page called `name`, or None."""

@@ -1,6 +1,7 @@
 """Loads a deck from a folder on disk (`deck.toml`, the theme, `pages/`, `assets/`).
 
-Only those are read; symbolic links anywhere in them are refused, as in a ZIP upload.
+Only those are read; symbolic links anywhere in them are refused, as in a ZIP upload. A
+one-file Markdown deck (`talk.md`) is read with the `assets/` folder beside it.
 """
 
 from __future__ import annotations
@@ -16,12 +17,18 @@ from deckyard.decks.source.assemble import (
     PAGES_DIR,
     assemble_deck,
     check_file_totals,
+    decode_text,
     manifest_from_toml,
     missing_manifest,
     safe_relative,
 )
 from deckyard.decks.source.deck_source import DeckSource
 from deckyard.decks.source.limits import DeckLimits, ZipLimits
+from deckyard.decks.source.markdown_file import (
+    deck_from_markdown,
+    is_markdown_file,
+    markdown_theme_files,
+)
 
 
 def _read_folder_file(path: Path, relative: str, limits: ZipLimits) -> bytes:
@@ -39,20 +46,11 @@ def _read_folder_file(path: Path, relative: str, limits: ZipLimits) -> bytes:
     return path.read_bytes()
 
 
-def load_deck_folder(folder: Path, limits: DeckLimits) -> DeckSource:
-    """Load the deck in `folder`; only `deck.toml`, the theme, `pages/` and `assets/` are read.
-
-    Symbolic links anywhere in those are refused, as in a ZIP.
-    """
-    if not folder.is_dir():
-        raise DeckSourceError(Code.FOLDER_NOT_FOUND, f"{folder} is not a folder")
-    manifest_path = folder / MANIFEST_FILE
-    if not manifest_path.is_file():
-        raise missing_manifest(f"in {folder}")
-    manifest = manifest_from_toml(_read_folder_file(manifest_path, MANIFEST_FILE, limits.zip))
+def _read_tops(folder: Path, tops: tuple[str, ...], limits: ZipLimits) -> dict[str, bytes]:
+    """Every file under the folders `tops` of `folder`, keyed by deck path; symlinks refused."""
     files: dict[str, bytes] = {}
     total = 0
-    for top in (PAGES_DIR, ASSETS_DIR):
+    for top in tops:
         base = folder / top.rstrip("/")
         if base.is_symlink():
             raise DeckSourceError(Code.SYMLINK, f"{top} is a symbolic link", file=top)
@@ -66,9 +64,61 @@ def load_deck_folder(folder: Path, limits: DeckLimits) -> DeckSource:
                     raise DeckSourceError(Code.SYMLINK, f"{rel} is a symbolic link", file=rel)
             for name in sorted(filenames):
                 rel = (here / name).relative_to(folder).as_posix()
-                files[rel] = _read_folder_file(here / name, rel, limits.zip)
+                files[rel] = _read_folder_file(here / name, rel, limits)
                 total += len(files[rel])
-                check_file_totals(len(files), total, limits.zip)
+                check_file_totals(len(files), total, limits)
+    return files
+
+
+def _other_files(folder: Path, limits: ZipLimits) -> frozenset[str]:
+    """Names of the files under `folder` outside `assets/` and `pages/`, for messages only."""
+    found: set[str] = set()
+    for dirpath, dirnames, filenames in os.walk(folder):
+        here = Path(dirpath)
+        dirnames[:] = [d for d in dirnames if not d.startswith(".") and d != "node_modules"]
+        if here == folder:
+            dirnames[:] = [d for d in dirnames if d not in ("assets", "pages")]
+        found.update((here / name).relative_to(folder).as_posix() for name in filenames)
+        if len(found) >= limits.max_entries:
+            break
+    return frozenset(found)
+
+
+def load_markdown_file(path: Path, limits: DeckLimits) -> DeckSource:
+    """Load the one-file Markdown deck at `path`, with the `assets/` folder beside it."""
+    name = path.name
+    text = decode_text(_read_folder_file(path, name, limits.zip), name)
+    folder = path.parent
+    files = _read_tops(folder, (ASSETS_DIR,), limits.zip)
+    for theme in markdown_theme_files(text):
+        if theme not in files and (folder / theme).is_file():
+            files[theme] = _read_folder_file(folder / theme, theme, limits.zip)
+    deck = deck_from_markdown(text, name, files, limits)
+    return deck.model_copy(update={"other_files": _other_files(folder, limits.zip)})
+
+
+def load_deck_folder(folder: Path, limits: DeckLimits) -> DeckSource:
+    """Load the deck in `folder`; only `deck.toml`, the theme, `pages/` and `assets/` are read.
+
+    `folder` may instead be a one-file Markdown deck (`talk.md`), read with the `assets/`
+    folder beside it. Symbolic links anywhere in those are refused, as in a ZIP.
+    """
+    if folder.is_file() and is_markdown_file(folder.name):
+        return load_markdown_file(folder, limits)
+    if folder.is_file():
+        raise DeckSourceError(
+            Code.FOLDER_NOT_FOUND,
+            f"{folder} is a file; give a deck folder (deck.toml, pages/) or a Markdown file (.md)",
+        )
+    if not folder.is_dir():
+        raise DeckSourceError(Code.FOLDER_NOT_FOUND, f"{folder} is not a folder")
+    manifest_path = folder / MANIFEST_FILE
+    if not manifest_path.is_file():
+        markdown = sorted(p for p in folder.iterdir() if p.is_file() and is_markdown_file(p.name))
+        hint = f"; to render the Markdown deck, give the file: {markdown[0]}" if markdown else ""
+        raise missing_manifest(f"in {folder}{hint}")
+    manifest = manifest_from_toml(_read_folder_file(manifest_path, MANIFEST_FILE, limits.zip))
+    files = _read_tops(folder, (PAGES_DIR, ASSETS_DIR), limits.zip)
     if manifest.theme is not None:
         theme = safe_relative(manifest.theme, file=MANIFEST_FILE, field="theme")
         if not (folder / theme).resolve().is_relative_to(folder.resolve()):
@@ -77,4 +127,5 @@ def load_deck_folder(folder: Path, limits: DeckLimits) -> DeckSource:
             )
         if (folder / theme).is_file() and theme not in files:
             files[theme] = _read_folder_file(folder / theme, theme, limits.zip)
-    return assemble_deck(manifest, files, limits)
+    deck = assemble_deck(manifest, files, limits)
+    return deck.model_copy(update={"other_files": _other_files(folder, limits.zip)})

@@ -1,0 +1,155 @@
+"""Builds a `DeckSource` from a one-file Markdown deck and the files beside it.
+
+The Markdown file plays the part of `deck.toml` plus `pages/`: each slide becomes a Markdown
+page (`slide-01`, `slide-02`, …) carrying its resolved directives, and the files under
+`assets/` next to it are the deck's assets, as in a folder deck. The deck's theme is a built-in
+(`theme: dark`; another tool's theme name maps to the closest one, with a warning) or a CSS file
+of the deck (`theme: theme.css`), plus Marp's `style` directive. What is not carried over is in
+`DeckSource.warnings`, each naming the file, the slide and the line.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from fractions import Fraction
+from typing import Any
+
+from deckyard.decks.errors import DeckSourceError
+from deckyard.decks.errors import DeckSourceErrorCode as Code
+from deckyard.decks.source.assemble import assemble_deck, decode_text, parse_manifest
+from deckyard.decks.source.deck_source import (
+    DEFAULT_SLIDE_HEIGHT,
+    DEFAULT_SLIDE_WIDTH,
+    LANG_PATTERN,
+    DeckSource,
+    PageKind,
+    PageSource,
+    SourceWarning,
+)
+from deckyard.decks.source.limits import DeckLimits
+from deckyard.decks.source.markdown_deck import MarkdownDeck, MarkdownDeckError, parse_markdown_deck
+from deckyard.decks.source.theme_names import builtin_name
+
+MARKDOWN_SUFFIXES = (".md", ".markdown")
+_HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
+_RATIO = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*[:/x]\s*(\d+(?:\.\d+)?)\s*$")
+
+
+def is_markdown_file(name: str) -> bool:
+    """Whether `name` is a one-file Markdown deck by its extension."""
+    return name.lower().endswith(MARKDOWN_SUFFIXES)
+
+
+def _title(deck: MarkdownDeck, filename: str) -> str:
+    title = deck.deck.get("title")
+    if isinstance(title, str) and title.strip():
+        return title.strip()[:300]
+    for slide in deck.slides[:1]:
+        found = _HEADING.search(slide.text)
+        if found:
+            return re.sub(r"<!--.*?-->", "", found.group(1)).strip()[:300] or filename
+    stem = filename.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+    return stem or "Deck"
+
+
+def _ratio(value: Any) -> Fraction | None:
+    match = _RATIO.match(str(value)) if value is not None else None
+    if match is None:
+        return None
+    width, height = Fraction(match.group(1)), Fraction(match.group(2))
+    return width / height if width > 0 and height > 0 else None
+
+
+def _size(deck: MarkdownDeck) -> dict[str, int]:
+    """Slide size from Marp's `size`, Slidev's `aspectRatio`/`canvasWidth`, reveal.js's options."""
+    options = deck.deck.get("revealOptions")
+    if isinstance(options, dict):
+        width, height = options.get("width"), options.get("height")
+        if isinstance(width, int) and isinstance(height, int):
+            return {"width": width, "height": height}
+    width, height = deck.deck.get("width"), deck.deck.get("height")
+    if isinstance(width, int) and isinstance(height, int):
+        return {"width": width, "height": height}
+    ratio = _ratio(deck.deck.get("size")) or _ratio(deck.deck.get("aspectRatio"))
+    canvas = deck.deck.get("canvasWidth")
+    if ratio is None:
+        return {"width": DEFAULT_SLIDE_WIDTH, "height": DEFAULT_SLIDE_HEIGHT}
+    if isinstance(canvas, int) and canvas > 0:
+        return {"width": canvas, "height": round(canvas / ratio)}
+    if ratio >= Fraction(DEFAULT_SLIDE_WIDTH, DEFAULT_SLIDE_HEIGHT):
+        return {"width": DEFAULT_SLIDE_WIDTH, "height": round(DEFAULT_SLIDE_WIDTH / ratio)}
+    return {"width": round(DEFAULT_SLIDE_HEIGHT * ratio), "height": DEFAULT_SLIDE_HEIGHT}
+
+
+def _theme(
+    deck: MarkdownDeck, filename: str, files: Mapping[str, bytes], warnings: list[SourceWarning]
+) -> tuple[str | None, str]:
+    """(theme file path, inline theme CSS) for the deck's `theme` and `style` settings."""
+    name = deck.deck.get("theme")
+    style = deck.deck.get("style")
+    path: str | None = None
+    css = ""
+    if isinstance(name, str) and name.strip():
+        wanted = name.strip().removeprefix("./")
+        if wanted.lower().endswith(".css") and wanted in files:
+            path = wanted
+        else:
+            builtin, note = builtin_name(wanted)
+            css = f'@import "{builtin}";\n'
+            if note:
+                warnings.append(SourceWarning(file=filename, line=1, message=note))
+    elif deck.slides:
+        css = '@import "default";\n'
+    if isinstance(style, str) and style.strip():
+        if path is not None:
+            css = decode_text(files[path], path) + "\n"
+            path = None
+        css += style
+    return path, css
+
+
+def markdown_theme_files(text: str) -> list[str]:
+    """The CSS file a Markdown deck's front matter names as its theme, if any."""
+    found = re.search(r"^theme:\s*['\"]?(?:\./)?([\w./-]+\.css)['\"]?\s*$", text, re.MULTILINE)
+    return [found.group(1)] if found and ".." not in found.group(1) else []
+
+
+def deck_from_markdown(
+    text: str, filename: str, files: Mapping[str, bytes], limits: DeckLimits
+) -> DeckSource:
+    """The deck in the Markdown `text` (named `filename`) with `files` (deck-relative paths)."""
+    try:
+        deck = parse_markdown_deck(text)
+    except MarkdownDeckError as exc:
+        raise DeckSourceError(
+            Code.MANIFEST_SYNTAX, f"{filename}:{exc.line}: {exc.message}", file=filename
+        ) from None
+    if not deck.slides:
+        raise DeckSourceError(Code.NO_PAGES, f"{filename} has no slides", file=filename)
+    warnings = [
+        SourceWarning(file=filename, line=w.line, slide=w.slide, message=w.message)
+        for w in deck.warnings
+    ]
+    path, css = _theme(deck, filename, files, warnings)
+    width = max(2, len(str(len(deck.slides))))
+    pages = [
+        PageSource(name=f"slide-{s.number:0{width}d}", kind=PageKind.MARKDOWN, text=s.page_text())
+        for s in deck.slides
+    ]
+    lang = deck.deck.get("lang")
+    raw: dict[str, Any] = {"title": _title(deck, filename), "slide": _size(deck)}
+    if isinstance(lang, str) and re.match(LANG_PATTERN, lang):
+        raw["lang"] = lang
+    if path is not None:
+        raw["theme"] = path
+    manifest = parse_manifest(raw, file=filename, prefix="")
+    source = assemble_deck(
+        manifest,
+        files,
+        limits,
+        manifest_file=filename,
+        extra_pages=pages,
+        theme_css=css or None,
+    )
+    return source.model_copy(update={"warnings": warnings})

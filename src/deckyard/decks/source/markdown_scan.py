@@ -1,0 +1,84 @@
+"""Finds what a slide uses that Deckyard does not render, so it is a warning, never a silence.
+
+Slidev's clicks (`v-click`) and Vue components, Marp's `<!--fit-->`, Mermaid and PlantUML
+diagrams, code-line highlighting and math that latex2mathml cannot convert. Lines are counted in
+the slide's text from 1; markdown-it's tokens give them, so code fences are not searched.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+import latex2mathml.converter
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+from mdit_py_plugins.dollarmath import dollarmath_plugin
+
+_CLICK = re.compile(r"<v-clicks?\b|\sv-(click|after|motion|mark|drag)\b", re.IGNORECASE)
+_COMPONENT = re.compile(r"<([A-Z][A-Za-z0-9]*)\b")
+_FIT = re.compile(r"<!--\s*fit\s*-->", re.IGNORECASE)
+_ELEMENT = re.compile(r"<!--\s*\.element:")
+_SLOT = re.compile(r"^::(?P<name>[\w-]+)::\s*$", re.MULTILINE)
+_DIAGRAMS = {"mermaid": "Mermaid", "plantuml": "PlantUML"}
+
+
+@lru_cache(maxsize=1)
+def _parser() -> MarkdownIt:
+    return MarkdownIt("commonmark", {"html": True}).enable("table").use(dollarmath_plugin)
+
+
+def _html_problems(content: str, line: int, *, inline: bool) -> list[tuple[int, str]]:
+    found: list[tuple[int, str]] = []
+    if _CLICK.search(content):
+        found.append((line, "Slidev clicks (v-click) are not animated; all content shows at once"))
+    for name in dict.fromkeys(_COMPONENT.findall(content)):
+        found.append((line, f"the Vue component <{name}> is not rendered; only its text shows"))
+    if inline and _ELEMENT.search(content):
+        found.append((line, "reveal.js `.element` attributes (fragments) are ignored"))
+    if _FIT.search(content):
+        found.append((line, "Marp's <!--fit--> is not supported; the heading keeps its size"))
+    return found
+
+
+def _math_problem(token: Token, line: int) -> tuple[int, str] | None:
+    try:
+        latex2mathml.converter.convert(token.content.strip())
+    except Exception as exc:  # latex2mathml raises many exception types for bad input
+        return (line, f"this math cannot be converted ({exc}); it is shown as LaTeX source")
+    return None
+
+
+def scan_unsupported(text: str) -> list[tuple[int, str]]:
+    """`(line, message)` for each construct of the slide `text` that is not rendered as written."""
+    found: list[tuple[int, str]] = []
+    for token in _parser().parse(text):
+        line = token.map[0] + 1 if token.map else 1
+        if token.type == "fence":
+            words = token.info.split()
+            lang = words[0].lower() if words else ""
+            if lang in _DIAGRAMS:
+                found.append(
+                    (line, f"{_DIAGRAMS[lang]} diagrams are not rendered; the source shows as code")
+                )
+            if "{" in token.info:
+                found.append((line, "code-line highlighting ({…}) is ignored"))
+        elif token.type == "html_block":
+            found.extend(_html_problems(token.content, line, inline=False))
+        elif token.type.startswith("math_block"):
+            problem = _math_problem(token, line)
+            if problem:
+                found.append(problem)
+        elif token.type == "inline":
+            for child in token.children or []:
+                if child.type == "html_inline":
+                    found.extend(_html_problems(child.content, line, inline=True))
+                elif child.type == "math_inline" and (problem := _math_problem(child, line)):
+                    found.append(problem)
+                elif child.type in ("softbreak", "hardbreak"):
+                    line += 1
+    for match in _SLOT.finditer(text):
+        if match.group("name") not in ("left", "right", "default"):
+            line = text.count("\n", 0, match.start()) + 1
+            found.append((line, f"the slot ::{match.group('name')}:: is shown in place"))
+    return found

@@ -1,0 +1,143 @@
+"""One-file Markdown decks compiled: themes, code, math, links, backgrounds, notes, messages."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from deckyard.decks.compile.documents import compile_deck, compile_deck_report
+from deckyard.decks.compile.themes import expand_theme
+from deckyard.decks.errors import CompileErrorCode, DeckSourceError
+from deckyard.decks.source.folder import load_deck_folder
+from deckyard.decks.source.limits import DeckLimits
+from deckyard.decks.source.zip_archive import load_deck_zip
+from tests.helpers.decks import PNG_1PX, MakeDeck
+
+FIXTURES = Path(__file__).parents[2] / "fixtures" / "markdown_decks"
+
+
+def test_a_markdown_file_is_a_deck_of_its_slides(limits: DeckLimits) -> None:
+    deck = load_deck_folder(FIXTURES / "marp.md", limits)
+    assert [p.name for p in deck.pages] == ["slide-01", "slide-02", "slide-03", "slide-04"]
+    assert deck.manifest.title == "Marp fixture"
+    assert (deck.width, deck.height) == (1920, 1080)
+    assert "assets/square.png" in deck.assets
+    assert any(
+        "'gaia' is shown with Deckyard's built-in 'default'" in w.message for w in deck.warnings
+    )
+    pages = compile_deck(deck, limits)
+    lead, code, split, last = (p.document for p in pages)
+    assert 'class="slide dy-md lead"' in lead
+    assert 'class="dy-notes" hidden' in lead and "Speaker note for the title slide." in lead
+    assert '<span class="k">def</span>' in code
+    assert "<math" in code and "<msup>" in code
+    assert 'href="https://example.org"' in code
+    assert 'data-number="2"' in code and "dy-paginate" in code
+    assert "background-color: #fdf6e3" in code
+    assert "dy-split-left" in split and "data:image/png;base64," in split
+    assert 'style="width:120px"' in split
+    assert "invert" in last and "&lt;!--fit--&gt;" not in last
+
+
+@pytest.mark.parametrize(("name", "count"), [("slidev.md", 4), ("reveal.md", 4), ("plain.md", 2)])
+def test_each_convention_compiles_with_the_right_slide_count(
+    limits: DeckLimits, name: str, count: int
+) -> None:
+    deck = load_deck_folder(FIXTURES / name, limits)
+    report = compile_deck_report(deck, limits)
+    assert report.problems == []
+    assert len(report.pages) == count
+
+
+def test_reveal_theme_name_maps_to_dark(limits: DeckLimits) -> None:
+    deck = load_deck_folder(FIXTURES / "reveal.md", limits)
+    document = compile_deck(deck, limits)[1].document
+    assert "--dy-bg: #14161b" in document
+    assert "background-color: #1d3557" in document
+
+
+def test_markdown_pages_of_a_folder_deck_get_the_default_theme_html_pages_do_not(
+    make_deck: MakeDeck, limits: DeckLimits
+) -> None:
+    deck = make_deck({"a.md": "# A", "b.html": "<h1>B</h1>"})
+    document = compile_deck(deck, limits)[0].document
+    assert ".slide.dy-md h1" in document
+    assert ".slide h1" not in document
+
+
+def test_a_theme_may_import_a_builtin_and_a_deck_file(
+    make_deck: MakeDeck, limits: DeckLimits
+) -> None:
+    deck = make_deck(
+        {"a.md": "# A"},
+        assets={
+            "assets/css/base.css": b".slide { background: url(p.png) }",
+            "assets/css/p.png": PNG_1PX,
+        },
+        theme_css='@import "dark";\n@import url("assets/css/base.css");\nh1 { color: red }',
+    )
+    document = compile_deck(deck, limits)[0].document
+    assert "--dy-bg: #14161b" in document
+    assert "data:image/png;base64," in document
+    assert "@import" not in document
+
+
+def test_a_remote_or_missing_import_is_a_problem_saying_what_to_do(limits: DeckLimits) -> None:
+    out = expand_theme('@import "https://cdn.example/x.css";\n@import "nope.css";', None, {})
+    assert [m for _, _, m in out.problems] == [
+        "@import 'https://cdn.example/x.css' is remote; download it into assets/",
+        "@import 'nope.css': no such file (nope.css)",
+    ]
+
+
+def test_a_builtin_theme_by_name_in_deck_toml(make_deck: MakeDeck, limits: DeckLimits) -> None:
+    deck = make_deck({"a.html": "<h1>A</h1>"}, theme="dark")
+    assert deck.theme_path is None
+    assert "--dy-bg: #14161b" in compile_deck(deck, limits)[0].document
+
+
+def test_hyperlinks_are_kept_remote_images_still_refused_with_a_fix(
+    make_deck: MakeDeck, limits: DeckLimits
+) -> None:
+    deck = make_deck(
+        {
+            "a.md": "[site](https://example.org) [mail](mailto:a@example.org) [page](?x=1)\n\n"
+            "![remote](https://example.org/x.png)\n"
+        }
+    )
+    report = compile_deck_report(deck, limits)
+    assert [(p.code, p.line) for p in report.problems] == [(CompileErrorCode.EXTERNAL_REFERENCE, 3)]
+    assert "download it into assets/" in report.problems[0].message
+
+
+def test_a_file_outside_assets_is_named_with_where_it_was_found(
+    tmp_path: Path, limits: DeckLimits
+) -> None:
+    (tmp_path / "img").mkdir()
+    (tmp_path / "img" / "x.png").write_bytes(PNG_1PX)
+    (tmp_path / "talk.md").write_text("# A\n\n![x](img/x.png)\n")
+    deck = load_deck_folder(tmp_path / "talk.md", limits)
+    report = compile_deck_report(deck, limits)
+    assert report.problems[0].message.endswith("move it into assets/ (found at img/x.png)")
+
+
+def test_a_zip_with_one_markdown_file_is_a_markdown_deck(limits: DeckLimits) -> None:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("talk/talk.md", (FIXTURES / "marp.md").read_text())
+        archive.writestr("talk/assets/square.png", (FIXTURES / "assets/square.png").read_bytes())
+    deck = load_deck_zip(buffer.getvalue(), limits)
+    assert len(deck.pages) == 4
+    assert compile_deck_report(deck, limits).problems == []
+
+
+def test_a_folder_without_deck_toml_points_at_its_markdown_file(
+    tmp_path: Path, limits: DeckLimits
+) -> None:
+    (tmp_path / "talk.md").write_text("# A\n")
+    with pytest.raises(DeckSourceError) as excinfo:
+        load_deck_folder(tmp_path, limits)
+    assert "give the file" in excinfo.value.message and "talk.md" in excinfo.value.message

@@ -255,3 +255,68 @@ async def test_bad_input_is_refused_and_nothing_is_stored(db_url: str) -> None:
         bad_edit = await client.post("/v1/validate", json={"kind": "md", "src": "x"}, headers=alice)
         assert bad_edit.status_code == 422
         assert await counts(app) == (0, 0, 0, 0)
+
+
+MARKDOWN_DECK = """---
+marp: true
+paginate: true
+---
+
+# Title
+
+<!-- Say hello first. -->
+
+---
+
+## Second
+
+<Tweet id="1" />
+
+---
+
+## Third
+
+Note:
+reveal.js style note
+"""
+
+
+async def test_a_one_file_markdown_deck_is_a_deck_of_its_slides(db_url: str) -> None:
+    async with running_app(db_url) as (app, client):
+        alice = await make_token(app, "alice")
+        headers = {**alice, "content-type": "text/markdown"}
+        made = await client.post(
+            "/v1/decks/markdown?filename=talk.md", content=MARKDOWN_DECK, headers=headers
+        )
+        assert made.status_code == 201, made.text
+        deck = made.json()
+        assert [p["page"] for p in deck["pages"]] == ["slide-01", "slide-02", "slide-03"]
+        assert deck["title"] == "Title" and deck["problems"] == []
+        assert deck["warnings"] == [
+            {
+                "file": "talk.md",
+                "line": 14,
+                "slide": 2,
+                "message": "the Vue component <Tweet> is not rendered; only its text shows",
+            }
+        ]
+        first = await client.get(f"/v1/decks/{deck['id']}/pages/slide-01", headers=alice)
+        assert first.json()["notes"] == ["Say hello first."]
+        third = await client.get(f"/v1/decks/{deck['id']}/pages/slide-03", headers=alice)
+        assert third.json()["notes"] == ["reveal.js style note"]
+
+        checked = await client.post("/v1/validate", content=MARKDOWN_DECK, headers=headers)
+        assert checked.status_code == 503
+        body = checked.json()
+        assert body["valid"] is False and sorted(body["pages"]) == [
+            "slide-01",
+            "slide-02",
+            "slide-03",
+        ]
+        assert body["warnings"][0]["slide"] == 2
+
+        bad = await client.post(
+            "/v1/decks/markdown", content="---\ntitle: [x\n---\n# A\n", headers=headers
+        )
+        assert bad.status_code == 422
+        assert "front matter" in bad.json()["error"]["message"]

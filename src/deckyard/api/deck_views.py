@@ -7,7 +7,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from deckyard.decks.compile.slide_markdown import slide_notes
 from deckyard.decks.errors import CompileProblem
+from deckyard.decks.source.deck_source import PageKind, SourceWarning
 from deckyard.decks.store import DeckRow, PageVersionRow
 from deckyard.decks.validation.result import ValidationResult
 
@@ -72,14 +74,18 @@ class PageVersionOut(BaseModel):
 
 
 class PageOut(PageVersionOut):
-    """A page's current version, with its source."""
+    """A page's current version, with its source and its speaker notes."""
 
     source: str
+    notes: list[str] = Field(
+        default_factory=list, description="Speaker notes (Markdown comments, reveal.js `Note:`)."
+    )
 
     @classmethod
     def of_source(cls, v: PageVersionRow) -> PageOut:
-        """The API view of a current version, source included."""
-        return cls(**PageVersionOut.of(v).model_dump(), source=v.source)
+        """The API view of a current version, source and notes included."""
+        notes = slide_notes(v.source) if v.kind == PageKind.MARKDOWN else []
+        return cls(**PageVersionOut.of(v).model_dump(), source=v.source, notes=notes)
 
 
 class DeckOut(BaseModel):
@@ -111,9 +117,14 @@ class DeckOut(BaseModel):
 
 
 class DeckCreatedOut(DeckOut):
-    """A new deck, and the compile problems of its pages (the deck is stored all the same)."""
+    """A new deck, and the compile problems of its pages (the deck is stored all the same).
+
+    `warnings` lists what the source used that was not carried over (a one-file Markdown
+    deck's Vue components, clicks, Mermaid diagrams …), each with file, line and slide.
+    """
 
     problems: list[ProblemOut]
+    warnings: list[SourceWarning] = Field(default_factory=list)
 
 
 class DeckSummary(BaseModel):
@@ -176,3 +187,6 @@ class ValidateOut(BaseModel):
     retryable: bool
     result: ValidationResult
     pages: dict[str, ValidationResult] = Field(default_factory=dict)
+    warnings: list[SourceWarning] = Field(
+        default_factory=list, description="What a Markdown deck used that was not carried over."
+    )

@@ -31,6 +31,7 @@ from deckyard.decks.jobs.names import PUBLISH_TASK
 from deckyard.decks.service import DeckService
 from deckyard.decks.source.deck_source import DeckSource
 from deckyard.decks.source.json_body import DeckJson, load_deck_json
+from deckyard.decks.source.markdown_file import load_markdown_bytes
 from deckyard.decks.source.zip_archive import load_deck_zip
 from deckyard.decks.store import DeckRow, PageVersionRow
 from deckyard.decks.validation.result import ValidationStatus
@@ -42,6 +43,17 @@ ZIP_BODY = {
     "requestBody": {
         "required": True,
         "content": {"application/zip": {"schema": {"type": "string", "format": "binary"}}},
+    }
+}
+MARKDOWN_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "text/markdown": {
+                "schema": {"type": "string"},
+                "example": "---\nmarp: true\n---\n\n# Hello\n\n---\n\n## Second slide\n",
+            }
+        },
     }
 }
 JSON_BODY = {
@@ -107,7 +119,9 @@ async def _created(request: Request, principal: Principal, source: DeckSource) -
     made = await service.create_deck(principal.workspace_id, source)
     row = await owned_deck(request, principal, made.deck_id)
     body = DeckCreatedOut(
-        **DeckOut.of(row).model_dump(), problems=[ProblemOut.of(p) for p in made.problems]
+        **DeckOut.of(row).model_dump(),
+        problems=[ProblemOut.of(p) for p in made.problems],
+        warnings=source.warnings,
     )
     return JSONResponse(
         body.model_dump(mode="json"), status_code=201, headers={"Location": f"/v1/decks/{row.id}"}
@@ -138,6 +152,28 @@ async def create_deck_zip(request: Request, principal: Caller) -> JSONResponse:
     """
     try:
         source = load_deck_zip(await request.body(), deck_service(request).limits)
+    except DeckSourceError as exc:
+        raise source_refused(exc) from None
+    return await _created(request, principal, source)
+
+
+@router.post(
+    "/markdown", status_code=201, response_model=DeckCreatedOut, openapi_extra=MARKDOWN_BODY
+)
+async def create_deck_markdown(
+    request: Request,
+    principal: Caller,
+    filename: Annotated[str, Query(min_length=1, max_length=200)] = "deck.md",
+) -> JSONResponse:
+    """Create a deck from one Markdown file (Marp, Slidev or reveal.js conventions) as the body.
+
+    Slides are split at `---`; front matter and comment directives set the theme, size,
+    classes, backgrounds, header, footer and pagination. What is not carried over is listed in
+    `warnings`. A ZIP upload (`/v1/decks/zip`) may also hold one Markdown file and `assets/`.
+    """
+    try:
+        body = await request.body()
+        source = load_markdown_bytes(body, filename, deck_service(request).limits)
     except DeckSourceError as exc:
         raise source_refused(exc) from None
     return await _created(request, principal, source)

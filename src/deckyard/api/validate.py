@@ -18,8 +18,13 @@ from deckyard.api.deck_views import ValidateOut
 from deckyard.api.decks import deck_service, source_refused
 from deckyard.api.errors import ApiError, error_body
 from deckyard.decks.errors import DeckSourceError
-from deckyard.decks.source.deck_source import DEFAULT_SLIDE_HEIGHT, DEFAULT_SLIDE_WIDTH
+from deckyard.decks.source.deck_source import (
+    DEFAULT_SLIDE_HEIGHT,
+    DEFAULT_SLIDE_WIDTH,
+    SourceWarning,
+)
 from deckyard.decks.source.json_body import load_deck_json
+from deckyard.decks.source.markdown_file import load_markdown_bytes
 from deckyard.decks.source.zip_archive import load_deck_zip
 from deckyard.decks.validation.result import ValidationResult, ValidationStatus
 from deckyard.decks.validation.rules import is_validation_passed
@@ -60,6 +65,7 @@ BODIES = {
         "content": {
             "application/json": {"schema": ValidatePageIn.model_json_schema()},
             "application/zip": {"schema": {"type": "string", "format": "binary"}},
+            "text/markdown": {"schema": {"type": "string"}},
         },
     }
 }
@@ -79,7 +85,11 @@ def _page_deck(raw: bytes) -> dict[str, Any]:
     }
 
 
-def _answer(result: ValidationResult, pages: dict[str, ValidationResult]) -> JSONResponse:
+def _answer(
+    result: ValidationResult,
+    pages: dict[str, ValidationResult],
+    warnings: list[SourceWarning] | None = None,
+) -> JSONResponse:
     valid = is_validation_passed(result)
     body = ValidateOut(
         valid=valid,
@@ -89,6 +99,7 @@ def _answer(result: ValidationResult, pages: dict[str, ValidationResult]) -> JSO
         retryable=result.retryable,
         result=result,
         pages=pages,
+        warnings=warnings or [],
     ).model_dump(mode="json")
     if result.status is ValidationStatus.UNAVAILABLE:
         code = result.error_code or "RENDER_SERVICE_UNAVAILABLE"
@@ -104,17 +115,22 @@ def _answer(result: ValidationResult, pages: dict[str, ValidationResult]) -> JSO
     responses={503: {"description": "Renderer unavailable: `valid=false`, not verified."}},
 )
 async def validate(request: Request, principal: Caller) -> JSONResponse:
-    """Validate a page source (JSON) or a deck (raw ZIP body, `Content-Type: application/zip`).
+    """Validate a page source (JSON), a deck (raw ZIP body, `Content-Type: application/zip`) or
+    a one-file Markdown deck (`Content-Type: text/markdown`).
 
     200 with `valid` true (passed, warnings allowed) or false (failed, see `result`); 503 with
     `valid=false` and the renderer's error code when the render check could not run.
     """
     service = deck_service(request)
     raw = await request.body()
-    zipped = request.headers.get("content-type", "").startswith("application/zip")
+    content_type = request.headers.get("content-type", "")
+    zipped = content_type.startswith("application/zip")
+    markdown = content_type.startswith(("text/markdown", "text/x-markdown"))
     try:
         if zipped:
             deck = load_deck_zip(raw, service.limits)
+        elif markdown:
+            deck = load_markdown_bytes(raw, "deck.md", service.limits)
         else:
             deck = load_deck_json(_page_deck(raw), service.limits)
     except DeckSourceError as exc:
@@ -122,6 +138,6 @@ async def validate(request: Request, principal: Caller) -> JSONResponse:
     combined, checks = await service.validator.check_deck(
         deck, workspace_id=principal.workspace_id, keep_artifacts=False
     )
-    if not zipped:
+    if not zipped and not markdown:
         return _answer(checks[0].result, {})
-    return _answer(combined, {c.name: c.result for c in checks})
+    return _answer(combined, {c.name: c.result for c in checks}, deck.warnings)

@@ -1,6 +1,7 @@
 """Builds a deck's static site as a ZIP (`verify.py` checks such a ZIP against its manifest).
 
-The site is `index.html` (a viewer with keyboard navigation), `pages/<name>.html` (each page's
+The site is `index.html` (a viewer with keyboard navigation), `presenter.html` (speaker notes,
+timer, next slide), `pages/<name>.html` (each page's
 self-contained document) and `manifest.json` (version, page count, and size and SHA-256 of every
 other file). Nothing in it refers outside the site, so it works from `file://` with no network.
 The ZIP is deterministic: the same pages and version give the same bytes.
@@ -16,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from deckyard.decks.compile.documents import CompiledPage
+from deckyard.decks.site.presenter import PRESENTER, page_notes, presenter_html
 from deckyard.decks.site.viewer import index_html
 
 MANIFEST = "manifest.json"
@@ -43,9 +45,11 @@ def build_site(title: str, pages: Sequence[CompiledPage], version: str | None = 
     files: dict[str, bytes] = {
         f"pages/{page.name}.html": page.document.encode("utf-8") for page in pages
     }
-    files[INDEX] = index_html(
-        title, [f"pages/{page.name}.html" for page in pages], pages[0].width, pages[0].height
-    ).encode("utf-8")
+    page_files = [f"pages/{page.name}.html" for page in pages]
+    width, height = pages[0].width, pages[0].height
+    files[INDEX] = index_html(title, page_files, width, height).encode("utf-8")
+    notes = [page_notes(page.document) for page in pages]
+    files[PRESENTER] = presenter_html(title, page_files, notes, width, height).encode("utf-8")
     manifest: dict[str, Any] = {
         "format": SITE_FORMAT,
         "title": title,

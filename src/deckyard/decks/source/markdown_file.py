@@ -153,3 +153,14 @@ def deck_from_markdown(
         theme_css=css or None,
     )
     return source.model_copy(update={"warnings": warnings})
+
+
+def load_markdown_bytes(data: bytes, filename: str, limits: DeckLimits) -> DeckSource:
+    """A one-file Markdown deck sent as a request body (no assets: images are `data:` URIs)."""
+    if len(data) > limits.max_body_bytes:
+        raise DeckSourceError(
+            Code.BODY_TOO_LARGE,
+            f"the body is {len(data)} bytes; at most {limits.max_body_bytes} are allowed",
+        )
+    name = filename if is_markdown_file(filename) else f"{filename}.md"
+    return deck_from_markdown(decode_text(data, name), name, {}, limits)

@@ -54,6 +54,7 @@ def test_site_layout_and_manifest(pages: list[CompiledPage]) -> None:
         "manifest.json",
         "pages/01-one.html",
         "pages/02-two.html",
+        "presenter.html",
     ]
     manifest = json.loads(files["manifest.json"])
     assert manifest["version"] == "v7" and manifest["page_count"] == 2
@@ -90,7 +91,12 @@ def test_round_trip_through_verify(pages: list[CompiledPage], tmp_path: Path) ->
     data = build_site("Deck", pages, version="v1")
     check = verify_site_zip(data, SITE_LIMITS)
     assert (check.version, check.page_count) == ("v1", 2)
-    assert {f.path for f in check.files} == {"index.html", "pages/01-one.html", "pages/02-two.html"}
+    assert {f.path for f in check.files} == {
+        "index.html",
+        "pages/01-one.html",
+        "pages/02-two.html",
+        "presenter.html",
+    }
     kept = verify_site_zip(data, SITE_LIMITS, dest=tmp_path / "site")
     assert kept == check
     assert (tmp_path / "site" / "index.html").is_file()
@@ -150,3 +156,15 @@ def test_unsafe_site_zips_are_refused_without_writing_outside(
     with pytest.raises(SiteVerificationError) as excinfo:
         verify_site_zip(out.getvalue(), SITE_LIMITS)
     assert excinfo.value.code is DeckSourceErrorCode.SYMLINK
+
+
+def test_presenter_view_carries_each_slides_notes(make_deck: MakeDeck, limits: DeckLimits) -> None:
+    deck = make_deck(
+        {"a.md": "# A\n\n<!-- Say <hello> first -->\n", "b.md": "# B\n", "c.html": "<p>C</p>"}
+    )
+    files = _files(build_site("Notes", compile_deck(deck, limits)))
+    presenter = files["presenter.html"].decode()
+    assert '[["Say <hello> first"], [], []]' in presenter
+    index = files["index.html"].decode()
+    assert "pointer-events: none" not in index
+    assert "presenter.html" in index

@@ -8,7 +8,7 @@ import pytest
 
 from deckyard.decks.source.markdown_deck import Convention, MarkdownDeckError, parse_markdown_deck
 
-FIXTURES = Path(__file__).parents[2] / "fixtures" / "markdown_decks"
+FIXTURES = Path(__file__).parents[3] / "fixtures" / "markdown_decks"
 
 
 def _deck(name: str):  # type: ignore[no-untyped-def]

@@ -53,7 +53,7 @@ def _single_markdown(entries: Mapping[str, bytes]) -> tuple[str, str] | None:
     tops = {n.split("/", 1)[0] for n in kept}
     single = len(tops) == 1 and all("/" in n for n in kept)
     top = tops.pop() + "/" if single else ""
-    if any(n.startswith(top + PAGES_DIR) for n in kept):
+    if top in (PAGES_DIR, ASSETS_DIR) or any(n.startswith(top + PAGES_DIR) for n in kept):
         return None
     found = [n[len(top) :] for n in kept if n.startswith(top) and "/" not in n[len(top) :]]
     markdown = [n for n in found if is_markdown_file(n)]

@@ -45,6 +45,7 @@ from deckyard.jobs.store_admin import (
     jobs_count,
     jobs_depth,
 )
+from deckyard.jobs.waiters import TerminalWaiters
 from deckyard.jobs.worker import Handler, HandlerFn, Worker
 from deckyard.loop import Loop
 
@@ -128,6 +129,7 @@ class Runtime:
         self.maintenance = Maintenance(
             self.db, s, clock, self.metrics, self.recovery_policy, self.periodics
         )
+        self.waiters = TerminalWaiters(self.db, s.job_idle_poll_ceiling_seconds)
         self.started = False
 
     # --- registration -------------------------------------------------------------------------
@@ -429,16 +431,13 @@ class Runtime:
             sub.close()
 
     async def wait(self, job_id: int, timeout: float | None = None) -> Job:
-        """Wait until the job is terminal and return it; woken by its events, never polling fast."""
-        sub = self.db.bus.subscribe(WAKE_EVENTS)
-        try:
-            async with asyncio.timeout(timeout):
-                while True:
-                    job = await self.get(job_id)
-                    if job is None:
-                        raise JobNotFound(job_id)
-                    if job.is_terminal:
-                        return job
-                    await sub.wait(self.settings.job_idle_poll_ceiling_seconds)
-        finally:
-            sub.close()
+        """Wait until the job is terminal and return it; woken by its events, never polling fast.
+
+        Every waiter of this runtime shares one reader (`TerminalWaiters`), so many concurrent
+        waits cost one read per event, not one per waiter.
+        """
+        async with asyncio.timeout(timeout):
+            job = await self.waiters.wait(job_id)
+        if job is None:
+            raise JobNotFound(job_id)
+        return job

@@ -33,7 +33,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from deckyard.db import Database
 from deckyard.jobs.models import EVENT_COLUMNS, JOB_COLUMNS, Job, JobEvent
 from deckyard.jobs.schema import job_events, jobs
-from deckyard.jobs.status import ACTIVE, ACTIVE_PREDICATE, JobErrorCode, JobStatus
+from deckyard.jobs.status import ACTIVE, ACTIVE_PREDICATE, TERMINAL, JobErrorCode, JobStatus
 
 WAKE_JOBS = "jobs"
 """General job wakeups (recovery, retries, hand-overs): workers look before they claim."""
@@ -147,6 +147,20 @@ async def job_get(conn: AsyncConnection, job_id: int) -> Job | None:
     """One job by id."""
     row = (await conn.execute(select(*JOB_COLUMNS).where(jobs.c.id == job_id))).first()
     return Job.from_row(row) if row is not None else None
+
+
+async def jobs_get_terminal(
+    conn: AsyncConnection, job_ids: Sequence[int]
+) -> tuple[list[Job], set[int]]:
+    """Of `job_ids`, the jobs that are terminal, and the ids no job has."""
+    found = await conn.execute(select(jobs.c.id, jobs.c.status).where(jobs.c.id.in_(job_ids)))
+    statuses = {int(r.id): str(r.status) for r in found}
+    done_ids = [i for i, status in statuses.items() if status in TERMINAL]
+    done: list[Job] = []
+    if done_ids:
+        rows = await conn.execute(select(*JOB_COLUMNS).where(jobs.c.id.in_(done_ids)))
+        done = [Job.from_row(r) for r in rows]
+    return done, set(job_ids) - set(statuses)
 
 
 # --- events -----------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from deckyard.jobs import (
     EnqueueSpec,
     JobContext,
     JobError,
+    JobNotFound,
     JobStateError,
     JobStatus,
     RecoveryPolicy,
@@ -454,3 +455,49 @@ async def test_prune_removes_old_finished_jobs_in_batches(db: Database) -> None:
     assert await prune_finished(db, rt.clock.now(), 3600, 3) == 1
     assert await prune_finished(db, rt.clock.now(), 3600, 3) == 0
     assert [j.id for j in await rt.list()] == [jobs_[4].id]
+
+
+async def test_many_waiters_share_one_reader(db_url: str) -> None:
+    from deckyard.db import current_loop
+    from deckyard.db.migrate import upgrade
+
+    db = Database(db_url, instrument=True)
+    await upgrade(db)
+    try:
+        rt = make_runtime(db)
+
+        @rt.handler("noop", queue="q")
+        async def noop(ctx: JobContext) -> Any:
+            await ctx.emit("progress", {"i": ctx.payload["i"]})
+            return ctx.payload
+
+        rt.worker(["q"], concurrency=1)
+        async with rt:
+            jobs_ = [await rt.enqueue("noop", {"i": i}) for i in range(40)]
+            assert db.counter is not None
+            db.counter.reset()
+            token = current_loop.set("waiters")
+            try:
+                done = await asyncio.gather(*(rt.wait(j.id, timeout=60) for j in jobs_))
+            finally:
+                current_loop.reset(token)
+            reads = db.counter.snapshot()["waiters"]["reads"]
+        assert [d.result for d in done] == [{"i": i} for i in range(40)]
+        assert all(d.status == JobStatus.SUCCEEDED for d in done)
+        # one job at a time, 3 events each: a waiter re-reading its job on every wake made this
+        # ~500 reads (quadratic in the waiters); one shared reader makes it ~150 (linear)
+        assert reads <= 6 * len(jobs_), reads
+        assert rt.waiters._futures == {}
+    finally:
+        await db.dispose()
+
+
+async def test_wait_times_out_and_leaves_nothing_behind(db: Database) -> None:
+    rt = make_runtime(db)
+    async with rt:
+        job = await rt.enqueue("never", {}, queue="nobody")
+        with pytest.raises(TimeoutError):
+            await rt.wait(job.id, timeout=0.2)
+        with pytest.raises(JobNotFound):
+            await rt.wait(10**9, timeout=5)
+        assert rt.waiters._futures == {}

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 import zlib
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -22,6 +23,9 @@ import httpx
 from deckyard.render.signing import HmacAuth
 
 SECRET = "drill-secret-0123456789abcdef"
+SESSION_ENV = "DECKYARD_DRILL_SESSION"
+SESSION = os.environ.setdefault(SESSION_ENV, str(os.getpid()))
+"""Inherited by every process this test session starts, so its Chromium can be told apart."""
 DECKYARD = str(Path(sys.executable).with_name("deckyard"))
 CHROMIUM_DIR = "/usr/lib/chromium/"
 
@@ -132,6 +136,9 @@ class DrillSite:
                     self._send(200, b'<p>wait</p><img src="/hang">', html)
                 elif self.path == "/to-private":
                     self._send(302, b"", {"Location": "http://10.0.0.1/secret"})
+                elif self.path.startswith("/page?html="):
+                    page = urllib.parse.unquote(self.path.split("=", 1)[1]).encode()
+                    self._send(200, page, html)
                 elif self.path == "/cached.css":
                     css = {"Content-Type": "text/css", "Cache-Control": "max-age=3600"}
                     self._send(200, b"body{margin:0}", css)
@@ -254,12 +261,21 @@ def processes() -> dict[int, tuple[str, str, int, str]]:
     return table
 
 
+def _ours(pid: int) -> bool:
+    """Whether `pid` inherited this test session's marker (other programs run Chromium too)."""
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return False
+    return f"{SESSION_ENV}={SESSION}".encode() in environ.split(b"\0")
+
+
 def chromium_outside(live_roots: set[int]) -> list[int]:
-    """Chromium processes (any state) not descending from one of `live_roots`."""
+    """This session's Chromium processes (any state) not descending from one of `live_roots`."""
     table = processes()
     stray = []
     for pid, (comm, _state, _ppid, exe) in table.items():
-        if not (exe.startswith(CHROMIUM_DIR) or comm.startswith("chrom")):
+        if not (exe.startswith(CHROMIUM_DIR) or comm.startswith("chrom")) or not _ours(pid):
             continue
         cursor = pid
         seen = 0

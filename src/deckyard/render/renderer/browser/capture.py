@@ -20,6 +20,7 @@ from playwright.async_api import Error as PlaywrightError
 from deckyard.config import Settings
 from deckyard.render.protocol import RenderErrorCode, RenderInput, Timings
 from deckyard.render.renderer.browser.diagnostics import DiagnosticsCollector
+from deckyard.render.renderer.browser.pool import NO_PEER_NETWORK_SCRIPT
 from deckyard.render.renderer.browser.tabs import DocumentTab, close_context
 from deckyard.render.renderer.proxy import BLOCKED_HEADER, EgressProxy
 from deckyard.render.renderer.ssrf import UrlGuard
@@ -77,6 +78,7 @@ class CaptureSession:
             service_workers="block",
             accept_downloads=False,
         )
+        await self._context.add_init_script(NO_PEER_NETWORK_SCRIPT)
 
     async def capture(self) -> bytes:
         """Navigate, wait as asked, inspect and capture; raise `RenderFailure` on content errors."""

@@ -51,10 +51,29 @@ CLOSED_NETWORK_ARGS = (
     "--mute-audio",
     "--hide-scrollbars",
     "--password-store=basic",
+    # No UDP leaves a render (issue 14): WebRTC may use UDP only through a proxy, and the
+    # contexts' proxy carries TCP only, so STUN, TURN/UDP and ICE checks never go out. Full
+    # Chromium reads the first spelling (its command-line pref store, new headless included);
+    # headless-shell reads only the second. QUIC (and with it WebTransport) is off above.
+    "--webrtc-ip-handling-policy=disable_non_proxied_udp",
     "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
     "--disable-features=Translate,OptimizationHints,MediaRouter,DialMediaRouteProvider,"
     "AutofillServerCommunication,CertificateTransparencyComponentUpdater",
 )
+
+NO_PEER_NETWORK_SCRIPT = """(() => {
+  for (const name of ['RTCPeerConnection', 'webkitRTCPeerConnection', 'RTCDataChannel',
+      'RTCIceCandidate', 'RTCSessionDescription', 'RTCRtpSender', 'RTCRtpReceiver',
+      'RTCRtpTransceiver', 'RTCDtlsTransport', 'RTCIceTransport', 'RTCSctpTransport',
+      'WebTransport']) {
+    try { delete globalThis[name]; } catch (e) {}
+  }
+})();"""
+"""Run in every frame of every render context: the peer-to-peer APIs are gone from the page.
+
+A second layer only: a script can race it (a new frame's window before the script ran), so
+the flags above are what keep UDP in; this makes the common case fail early and visibly.
+"""
 
 
 class ChromiumNotFoundError(RuntimeError):

@@ -37,7 +37,7 @@ from playwright.async_api import Error as PlaywrightError
 from deckyard.config import Settings
 from deckyard.render.protocol import RenderInput
 from deckyard.render.renderer.browser.diagnostics import DiagnosticsCollector
-from deckyard.render.renderer.browser.pool import BrowserHandle
+from deckyard.render.renderer.browser.pool import NO_PEER_NETWORK_SCRIPT, BrowserHandle
 from deckyard.render.renderer.proxy import EgressProxy
 
 DOCUMENT_URL = "http://document.deckyard.invalid/"
@@ -128,6 +128,7 @@ class DocumentTab:
             service_workers="block",
             accept_downloads=False,
         )
+        await context.add_init_script(NO_PEER_NETWORK_SCRIPT)
         await context.route("**/*", self._route)
         await context.route_web_socket("**/*", self._refuse_socket)
         self._page = page = await context.new_page()

@@ -21,7 +21,7 @@ from deckyard.config import Settings
 from deckyard.render.protocol import RenderErrorCode, RenderInput, Timings
 from deckyard.render.renderer.browser.diagnostics import DiagnosticsCollector
 from deckyard.render.renderer.browser.pool import NO_PEER_NETWORK_SCRIPT
-from deckyard.render.renderer.browser.tabs import DocumentTab, close_context
+from deckyard.render.renderer.browser.tabs import DOCUMENT_ORIGIN, DocumentTab, close_context
 from deckyard.render.renderer.proxy import BLOCKED_HEADER, EgressProxy
 from deckyard.render.renderer.ssrf import UrlGuard
 
@@ -94,13 +94,36 @@ class CaptureSession:
             await page.emulate_media(media=self._render.media)
             await self._navigate(page)
         self.timings.navigate_ms = _ms(started)
-        settle_start = time.monotonic()
-        await self._settle(page)
-        self.timings.settle_ms = _ms(settle_start)
-        capture_start = time.monotonic()
-        data = await self._shoot(page)
-        self.timings.capture_ms = _ms(capture_start)
+        try:
+            settle_start = time.monotonic()
+            await self._settle(page)
+            self.timings.settle_ms = _ms(settle_start)
+            capture_start = time.monotonic()
+            data = await self._shoot(page)
+            self.timings.capture_ms = _ms(capture_start)
+        except PlaywrightError:
+            self._check_still_there(page)
+            raise
+        self._check_still_there(page)
         return data
+
+    def _check_still_there(self, page: Page) -> None:
+        """Refuse a document render whose page navigated away (the capture shows another page).
+
+        The tab refuses the navigation itself, so what is left is Chromium's error page, or a
+        page whose scripts died with the document ("Execution context was destroyed").
+        """
+        if self._tab is None or page.is_closed():
+            return
+        target = self._collector.navigation_blocked
+        if target is None and not page.url.startswith(DOCUMENT_ORIGIN + "/"):
+            target = page.url
+        if target is not None:
+            raise RenderFailure(
+                RenderErrorCode.NAVIGATION_BLOCKED,
+                f"the document navigated its page away (to {target}); a document render "
+                "must stay on its document",
+            )
 
     async def _load(self, tab: DocumentTab) -> None:
         try:

@@ -71,6 +71,7 @@ class DiagnosticsCollector:
         self.overflow: list[str] = []
         self.document_width: int | None = None
         self.document_height: int | None = None
+        self.navigation_blocked: str | None = None
 
     def _cut(self, text: str) -> str:
         if len(text) > self._max_chars:
@@ -88,6 +89,12 @@ class DiagnosticsCollector:
         """Record a request the renderer refused."""
         if self._room(self.blocked):
             self.blocked.append(RequestProblem(url=self._cut(url), reason=self._cut(reason)))
+
+    def block_navigation(self, url: str, reason: str) -> None:
+        """Record that the document tried to replace itself by loading `url`."""
+        if self.navigation_blocked is None:
+            self.navigation_blocked = self._cut(url)
+        self.add_blocked(url, reason)
 
     def on_console(self, message: ConsoleMessage) -> None:
         """Record a console error (not the ones our own request blocking causes)."""

@@ -44,6 +44,7 @@ DOCUMENT_URL = "http://document.deckyard.invalid/"
 DOCUMENT_HOST = "document.deckyard.invalid"
 DOCUMENT_ORIGIN = "http://document.deckyard.invalid"
 NO_NETWORK = "network access is disabled for document renders"
+NO_NAVIGATION = "a document render may not navigate its page away"
 
 # Clears what only the page itself can clear, then reports what a render could have left behind.
 CLEAN_PROBE = """async (names) => {
@@ -177,8 +178,13 @@ class DocumentTab:
         request = route.request
         try:
             bundled = self._bundled(request.url)
-            if request.url == DOCUMENT_URL and request.is_navigation_request():
+            navigation = request.is_navigation_request()
+            if request.url == DOCUMENT_URL and navigation:
                 await route.fulfill(body=self._document, content_type="text/html; charset=utf-8")
+            elif navigation and request.frame.parent_frame is None:
+                if self._collector is not None:
+                    self._collector.block_navigation(request.url, NO_NAVIGATION)
+                await route.abort("blockedbyclient")
             elif bundled is not None:
                 body, content_type = bundled
                 await route.fulfill(body=body, content_type=content_type)

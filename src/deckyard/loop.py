@@ -36,6 +36,48 @@ MORE = Tick(active=True, more=True)
 
 
 @dataclass
+class Pacing:
+    """How long a loop waits after each tick: pure arithmetic, tested without sleeping.
+
+    After a tick that did work: `poll_interval`. While idle: from `poll_interval`, doubling up
+    to `idle_ceiling`. Never past a tick's `due_in`. After `more`: no wait at all (None). After
+    a failed tick: `error_backoff`, doubling up to `error_backoff_max`, reset by a good tick.
+    """
+
+    poll_interval: float
+    idle_ceiling: float
+    error_backoff: float
+    error_backoff_max: float
+    _idle: float = field(init=False)
+    _error: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._idle = self.poll_interval
+        self._error = self.error_backoff
+
+    def after_tick(self, result: Tick) -> float | None:
+        """Seconds to wait after a tick that returned `result`; None to tick again at once."""
+        self._error = self.error_backoff
+        if result.more:
+            return None
+        if result.active:
+            self._idle = self.poll_interval
+            wait = self.poll_interval
+        else:
+            wait = self._idle
+            self._idle = min(self._idle * 2, self.idle_ceiling)
+        if result.due_in is not None:
+            wait = min(wait, max(result.due_in, 0.0))
+        return wait
+
+    def after_error(self) -> float:
+        """Seconds to wait after a tick that raised."""
+        wait = self._error
+        self._error = min(self._error * 2, self.error_backoff_max)
+        return wait
+
+
+@dataclass
 class LoopStats:
     """A loop's health, for readiness and metrics."""
 
@@ -71,10 +113,7 @@ class Loop:
         self._tick = tick
         self._sub = subscription
         self._poke = asyncio.Event()
-        self.poll_interval = poll_interval
-        self.idle_ceiling = idle_ceiling
-        self.error_backoff = error_backoff
-        self.error_backoff_max = error_backoff_max
+        self.pacing = Pacing(poll_interval, idle_ceiling, error_backoff, error_backoff_max)
         self.clock = clock
         self.stats = LoopStats()
         self._task: asyncio.Task[None] | None = None
@@ -154,8 +193,6 @@ class Loop:
 
     async def _run(self) -> None:
         token = current_loop.set(self.name)
-        backoff = self.poll_interval
-        error_wait = self.error_backoff
         try:
             while not self._stopping:
                 started = time.perf_counter()
@@ -166,27 +203,19 @@ class Loop:
                 except Exception as exc:
                     self.stats.errors += 1
                     self.stats.last_error = f"{type(exc).__name__}: {exc}"[:500]
+                    error_wait = self.pacing.after_error()
                     log.exception("loop %s: tick failed; retrying in %.2fs", self.name, error_wait)
                     await self._wait(error_wait)
-                    error_wait = min(error_wait * 2, self.error_backoff_max)
                     continue
-                error_wait = self.error_backoff
                 self.stats.ticks += 1
                 self.stats.last_tick_at = self.clock.now()
                 self.stats.durations.append(time.perf_counter() - started)
                 if self._stopping:
                     break
-                if result.more:
+                wait = self.pacing.after_tick(result)
+                if wait is None:
                     await asyncio.sleep(0)
                     continue
-                if result.active:
-                    backoff = self.poll_interval
-                    wait = self.poll_interval
-                else:
-                    wait = backoff
-                    backoff = min(backoff * 2, self.idle_ceiling)
-                if result.due_in is not None:
-                    wait = min(wait, max(result.due_in, 0.0))
                 await self._wait(wait)
         finally:
             current_loop.reset(token)

@@ -30,7 +30,6 @@ from deckyard.api.tasks import TaskEventOut, executor_of, owned_task, task_out
 from deckyard.db.notify import ANY_CHANNEL, Subscription
 from deckyard.jobs import Job
 from deckyard.jobs.store import WAKE_EVENTS
-from deckyard.tasks.schema import tasks
 
 HERE = Path(__file__).parent
 STATIC = {"app.css": "text/css", "app.js": "text/javascript"}
@@ -274,10 +273,9 @@ async def tasks_page(request: Request) -> Response:
     principal = await signed_in(request)
     if principal is None:
         return to_sign_in(request)
-    stmt = tasks.select().where(tasks.c.workspace_id == principal.workspace_id)
-    async with request.app.state.db.read_connection() as conn:
-        rows = await conn.execute(stmt.order_by(tasks.c.id.desc()).limit(PAGE_SIZE * 2))
-        found = [task_out(executor_of(request), dict(r._mapping)) for r in rows]
+    ex = executor_of(request)
+    rows = await ex.of_workspace(principal.workspace_id, limit=PAGE_SIZE * 2)
+    found = [task_out(ex, row) for row in rows]
     return page(request, "tasks.html", principal, tasks=found)
 
 

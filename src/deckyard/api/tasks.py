@@ -7,13 +7,11 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel
-from sqlalchemy import select
 
 from deckyard.api.auth import Principal, current_principal
 from deckyard.api.errors import ApiError
 from deckyard.api.params import RowId
 from deckyard.tasks import TaskExecutor
-from deckyard.tasks.schema import tasks
 
 router = APIRouter(prefix="/v1/tasks", tags=["tasks"])
 Caller = Annotated[Principal, Depends(current_principal)]
@@ -77,12 +75,9 @@ async def list_tasks(
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> list[TaskOut]:
     """The workspace's tasks, newest first."""
-    stmt = select(tasks).where(tasks.c.workspace_id == principal.workspace_id)
-    if status:
-        stmt = stmt.where(tasks.c.status == status)
-    async with request.app.state.db.read_connection() as conn:
-        rows = await conn.execute(stmt.order_by(tasks.c.id.desc()).limit(limit))
-        return [task_out(executor_of(request), dict(r._mapping)) for r in rows]
+    ex = executor_of(request)
+    rows = await ex.of_workspace(principal.workspace_id, status=status, limit=limit)
+    return [task_out(ex, row) for row in rows]
 
 
 @router.get("/{task_id:int}", response_model=TaskOut)

@@ -55,7 +55,7 @@ class Periodic:
         return value
 
     def previous_tick(self, at: datetime) -> datetime:
-        """The latest tick at or before `at`."""
+        """The latest tick strictly before `at` (croniter's `get_prev`)."""
         value: datetime = croniter(self.cron, at).get_prev(datetime)
         return value
 

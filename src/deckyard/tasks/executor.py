@@ -16,18 +16,29 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from deckyard.clock import SYSTEM_CLOCK, Clock
 from deckyard.config import Settings
 from deckyard.db import Database
 from deckyard.jobs import EnqueueSpec, Job, JobStatus, Runtime
 from deckyard.loop import Loop, Tick
-from deckyard.tasks.schema import task_events, tasks
+from deckyard.tasks.reconciliation import reconcile_once
 from deckyard.tasks.status import RESUMABLE, TaskStatus
+from deckyard.tasks.store import (
+    task_event_insert,
+    task_events_of,
+    task_finish,
+    task_get,
+    task_insert,
+    task_list,
+    task_stage_advance,
+    task_stage_lock,
+    task_start,
+    task_state_set,
+)
 
 log = logging.getLogger(__name__)
-WAKE_TASKS = "tasks.events"
 
 
 class TaskAlreadyRunning(Exception):
@@ -138,8 +149,6 @@ class TaskExecutor:
 
     async def start(self, *, run_loops: bool = True) -> None:
         """Start the reconciliation loop (unless disabled or loops are off)."""
-        from deckyard.tasks.reconciliation import reconcile_once
-
         s = self.settings
         if not run_loops or not s.reconciliation_enabled:
             return
@@ -176,26 +185,13 @@ class TaskExecutor:
         if kind not in self.kinds:
             raise KeyError(f"unknown task kind {kind!r}")
         now = self.clock.now()
-        async with self.db.write_transaction() as conn:
-            task_id = int(
-                (
-                    await conn.execute(
-                        insert(tasks)
-                        .values(
-                            kind=kind,
-                            status=TaskStatus.PENDING.value,
-                            stage=0,
-                            workspace_id=workspace_id,
-                            params=params,
-                            state={},
-                            created_at=now,
-                            updated_at=now,
-                        )
-                        .returning(tasks.c.id)
-                    )
-                ).scalar_one()
-            )
+
+        async def create(conn: AsyncConnection) -> int:
+            task_id = await task_insert(conn, kind, params, workspace_id, now)
             await self._event(conn, task_id, "created", {"kind": kind})
+            return task_id
+
+        task_id = await self.db.write(create)
         self.dispatch(task_id)
         return task_id
 
@@ -224,56 +220,50 @@ class TaskExecutor:
     async def get(self, task_id: int) -> dict[str, Any] | None:
         """A task row as a dict, or None."""
         async with self.db.read_connection() as conn:
-            row = (await conn.execute(select(tasks).where(tasks.c.id == task_id))).first()
-        return dict(row._mapping) if row else None
+            return await task_get(conn, task_id)
+
+    async def of_workspace(
+        self, workspace_id: str, *, status: str | None = None, limit: int = 50
+    ) -> list[dict[str, Any]]:
+        """A workspace's tasks (optionally of one status), newest first."""
+        async with self.db.read_connection() as conn:
+            return await task_list(conn, workspace_id, status=status, limit=limit)
 
     async def events(self, task_id: int) -> list[dict[str, Any]]:
         """A task's execution events, oldest first."""
         async with self.db.read_connection() as conn:
-            rows = await conn.execute(
-                select(task_events)
-                .where(task_events.c.task_id == task_id)
-                .order_by(task_events.c.id)
-            )
-            return [dict(r._mapping) for r in rows]
+            return await task_events_of(conn, task_id)
 
     async def cancel(self, task_id: int) -> None:
         """Cancel a task and the jobs of its current stage."""
         now = self.clock.now()
-        job_ids: list[int] = []
-        async with self.db.write_transaction() as conn:
-            row = (await conn.execute(select(tasks).where(tasks.c.id == task_id))).first()
-            if row is None or row.status not in RESUMABLE:
-                return
-            await conn.execute(
-                update(tasks)
-                .where(tasks.c.id == task_id, tasks.c.status.in_(RESUMABLE))
-                .values(status=TaskStatus.CANCELLED.value, finished_at=now, updated_at=now)
-            )
+
+        async def cancel(conn: AsyncConnection) -> list[int]:
+            row = await task_get(conn, task_id)
+            if row is None or row["status"] not in RESUMABLE:
+                return []
+            await task_finish(conn, task_id, TaskStatus.CANCELLED, now)
             await self._event(conn, task_id, "cancelled", None)
-            for ids in (row.state or {}).get("jobs", {}).values():
-                job_ids.extend(ids)
-        for job_id in job_ids:
+            return [i for ids in (row["state"] or {}).get("jobs", {}).values() for i in ids]
+
+        for job_id in await self.db.write(cancel):
             await self.runtime.cancel(job_id)
 
-    async def _event(self, conn: Any, task_id: int, type_: str, data: Any) -> None:
-        await conn.execute(
-            insert(task_events).values(
-                task_id=task_id, type=type_, data=data, created_at=self.clock.now()
-            )
-        )
-        self.db.notify(conn, WAKE_TASKS)
+    async def _event(self, conn: AsyncConnection, task_id: int, type_: str, data: Any) -> None:
+        await task_event_insert(self.db, conn, task_id, type_, data, self.clock.now())
+
+    async def _record(self, task_id: int, type_: str, data: Any) -> None:
+        """Append one event in a transaction of its own."""
+        await self.db.write(lambda conn: self._event(conn, task_id, type_, data))
 
     async def _finish(self, task_id: int, status: TaskStatus, **values: Any) -> None:
         now = self.clock.now()
-        async with self.db.write_transaction() as conn:
-            done = await conn.execute(
-                update(tasks)
-                .where(tasks.c.id == task_id, tasks.c.status.in_(RESUMABLE))
-                .values(status=status.value, finished_at=now, updated_at=now, **values)
-            )
-            if done.rowcount:
+
+        async def finish(conn: AsyncConnection) -> None:
+            if await task_finish(conn, task_id, status, now, **values):
                 await self._event(conn, task_id, status.value, values.get("error_code"))
+
+        await self.db.write(finish)
 
     async def _drive(self, task_id: int) -> None:
         while True:
@@ -290,18 +280,16 @@ class TaskExecutor:
                 )
                 return
             if row["status"] == TaskStatus.PENDING.value:
-                async with self.db.write_transaction() as conn:
-                    await conn.execute(
-                        update(tasks)
-                        .where(tasks.c.id == task_id, tasks.c.status == TaskStatus.PENDING.value)
-                        .values(status=TaskStatus.RUNNING.value, updated_at=self.clock.now())
-                    )
-                    await self._event(conn, task_id, "started", None)
+                await self.db.write(lambda conn: self._start(conn, task_id))
             index = int(row["stage"])
             if index >= len(kind.stages):
                 await self._finish(task_id, TaskStatus.SUCCEEDED, result=row["state"])
                 return
             await self._run_stage(task_id, row, kind.stages[index], index)
+
+    async def _start(self, conn: AsyncConnection, task_id: int) -> None:
+        await task_start(conn, task_id, self.clock.now())
+        await self._event(conn, task_id, "started", None)
 
     async def _run_stage(self, task_id: int, row: dict[str, Any], stage: Stage, index: int) -> None:
         state: dict[str, Any] = dict(row["state"] or {})
@@ -309,53 +297,18 @@ class TaskExecutor:
         job_ids: list[int] | None = state.get("jobs", {}).get(stage.name)
         if job_ids is None:
             specs = await stage.jobs(ctx)
-            async with self.db.write_transaction() as conn:
-                current = (
-                    await conn.execute(
-                        select(tasks.c.stage, tasks.c.state)
-                        .where(tasks.c.id == task_id)
-                        .with_for_update()
-                    )
-                ).one()
-                if current.stage != index:
-                    return
-                state = dict(current.state or {})
-                job_ids = state.get("jobs", {}).get(stage.name)
-                if job_ids is None:
-                    job_ids = []
-                    for i, spec in enumerate(specs):
-                        job = await self.runtime.enqueue(
-                            spec.kind,
-                            spec.payload,
-                            queue=spec.queue,
-                            dedupe_key=f"task:{task_id}:{stage.name}:{i}",
-                            deadline=spec.deadline,
-                            priority=spec.priority,
-                            workspace_id=row["workspace_id"],
-                            max_attempts=spec.max_attempts,
-                            conn=conn,
-                        )
-                        job_ids.append(job.id)
-                    state.setdefault("jobs", {})[stage.name] = job_ids
-                    await conn.execute(
-                        update(tasks)
-                        .where(tasks.c.id == task_id)
-                        .values(state=state, updated_at=self.clock.now())
-                    )
-                    await self._event(
-                        conn, task_id, "stage_started", {"stage": stage.name, "jobs": job_ids}
-                    )
+            started = await self.db.write(
+                lambda conn: self._enqueue_stage(conn, task_id, row, stage, index, specs)
+            )
+            if started is None:
+                return
+            job_ids, state = started
         finished: list[Job] = []
         for job_id in job_ids:
             job = await self.runtime.wait(job_id)
             finished.append(job)
-            async with self.db.write_transaction() as conn:
-                await self._event(
-                    conn,
-                    task_id,
-                    "stage_progress",
-                    {"stage": stage.name, "job": job_id, "status": job.status.value},
-                )
+            progress = {"stage": stage.name, "job": job_id, "status": job.status.value}
+            await self._record(task_id, "stage_progress", progress)
         ctx.state = state
         try:
             outcome = await stage.finish(ctx, finished)
@@ -365,15 +318,44 @@ class TaskExecutor:
             )
             return
         state.setdefault("results", {})[stage.name] = outcome
-        async with self.db.write_transaction() as conn:
-            moved = await conn.execute(
-                update(tasks)
-                .where(
-                    tasks.c.id == task_id,
-                    tasks.c.stage == index,
-                    tasks.c.status == TaskStatus.RUNNING.value,
-                )
-                .values(stage=index + 1, state=state, updated_at=self.clock.now())
-            )
-            if moved.rowcount:
+
+        async def advance(conn: AsyncConnection) -> None:
+            if await task_stage_advance(conn, task_id, index, state, self.clock.now()):
                 await self._event(conn, task_id, "stage_finished", {"stage": stage.name})
+
+        await self.db.write(advance)
+
+    async def _enqueue_stage(
+        self,
+        conn: AsyncConnection,
+        task_id: int,
+        row: dict[str, Any],
+        stage: Stage,
+        index: int,
+        specs: list[EnqueueSpec],
+    ) -> tuple[list[int], dict[str, Any]] | None:
+        """Enqueue a stage's jobs once, storing their ids; None if the task moved on meanwhile."""
+        current, state = await task_stage_lock(conn, task_id)
+        if current != index:
+            return None
+        job_ids: list[int] | None = state.get("jobs", {}).get(stage.name)
+        if job_ids is not None:
+            return job_ids, state
+        job_ids = []
+        for i, spec in enumerate(specs):
+            job = await self.runtime.enqueue(
+                spec.kind,
+                spec.payload,
+                queue=spec.queue,
+                dedupe_key=f"task:{task_id}:{stage.name}:{i}",
+                deadline=spec.deadline,
+                priority=spec.priority,
+                workspace_id=row["workspace_id"],
+                max_attempts=spec.max_attempts,
+                conn=conn,
+            )
+            job_ids.append(job.id)
+        state.setdefault("jobs", {})[stage.name] = job_ids
+        await task_state_set(conn, task_id, state, self.clock.now())
+        await self._event(conn, task_id, "stage_started", {"stage": stage.name, "jobs": job_ids})
+        return job_ids, state

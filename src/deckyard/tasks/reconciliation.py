@@ -8,19 +8,33 @@ exactly what the old system tripped over.
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from datetime import datetime
+from typing import Protocol
 
-from sqlalchemy import and_, func, or_, select
-
+from deckyard.clock import Clock
+from deckyard.config import Settings
 from deckyard.db import Database
-from deckyard.tasks.schema import task_events, tasks
-from deckyard.tasks.status import RESUMABLE
-
-if TYPE_CHECKING:
-    from deckyard.tasks.executor import TaskExecutor
+from deckyard.tasks.store import tasks_stale
 
 log = logging.getLogger(__name__)
+
+
+class Dispatcher(Protocol):
+    """What reconciliation drives (`TaskExecutor` is one): a protocol, so no import cycle."""
+
+    db: Database
+    settings: Settings
+    clock: Clock
+    reconcile_failures: int
+    reconcile_dispatched: int
+
+    def in_flight(self) -> set[int]:
+        """Task ids this process is driving now."""
+        ...
+
+    def dispatch(self, task_id: int) -> object:
+        """Start driving `task_id`; raises when that is not possible."""
+        ...
 
 
 async def find_stale_resumable_tasks(
@@ -36,33 +50,13 @@ async def find_stale_resumable_tasks(
     Read only. A status without a threshold is never stale; tasks in `exclude` (those this
     process is driving) are left out.
     """
-    newest = (
-        select(task_events.c.task_id, func.max(task_events.c.created_at).label("last"))
-        .group_by(task_events.c.task_id)
-        .subquery()
-    )
-    activity = func.coalesce(newest.c.last, tasks.c.created_at)
-    per_status = [
-        and_(tasks.c.status == status, activity < now - timedelta(seconds=seconds))
-        for status, seconds in thresholds.items()
-        if status in RESUMABLE
-    ]
-    if not per_status:
-        return []
-    stmt = (
-        select(tasks.c.id)
-        .select_from(tasks.outerjoin(newest, newest.c.task_id == tasks.c.id))
-        .where(tasks.c.status.in_(RESUMABLE), or_(*per_status))
-        .order_by(tasks.c.id)
-        .limit(limit)
-    )
     async with db.read_connection() as conn:
-        ids = [int(r.id) for r in await conn.execute(stmt)]
+        ids = await tasks_stale(conn, thresholds, now, limit)
     skip = exclude or set()
     return [i for i in ids if i not in skip]
 
 
-async def reconcile_once(executor: TaskExecutor) -> list[int]:
+async def reconcile_once(executor: Dispatcher) -> list[int]:
     """Dispatch every stale task once; one failure is logged and never blocks the rest.
 
     Returns the ids dispatched. A task a manual start claimed in the meantime is skipped: the

@@ -1,19 +1,11 @@
-"""Task states."""
+"""Task states: the lifecycle jobs and render requests share (`jobs.status`)."""
 
 from __future__ import annotations
 
-from enum import StrEnum
+from deckyard.jobs.status import ACTIVE, Lifecycle
 
+TaskStatus = Lifecycle
+"""A task's status."""
 
-class TaskStatus(StrEnum):
-    """Where a task is in its life."""
-
-    PENDING = "pending"
-    RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-
-
-RESUMABLE = (TaskStatus.PENDING.value, TaskStatus.RUNNING.value)
-TERMINAL = (TaskStatus.SUCCEEDED.value, TaskStatus.FAILED.value, TaskStatus.CANCELLED.value)
+RESUMABLE = ACTIVE
+"""Statuses of a task that is not over: driving it again continues where it was."""

@@ -6,8 +6,8 @@ from sqlalchemy import Column, Float, ForeignKey, Index, Integer, String, Table,
 
 from deckyard.db import JSONPayload, UTCDateTime, metadata, partial_index
 from deckyard.db.types import BigId
+from deckyard.jobs.status import ACTIVE_PREDICATE, Lifecycle, status_in
 
-ACTIVE_REQUEST_PREDICATE = "status IN ('pending', 'running')"
 OCCUPIED_PREDICATE = "active_occupancy = 1"
 
 render_workers = Table(
@@ -49,11 +49,13 @@ render_requests = Table(
     Column("created_at", UTCDateTime, nullable=False),
     Column("updated_at", UTCDateTime, nullable=False),
     Column("finished_at", UTCDateTime),
-    partial_index("ix_render_requests_due", "retry_after", "id", where="status = 'pending'"),
+    partial_index(
+        "ix_render_requests_due", "retry_after", "id", where=status_in([Lifecycle.PENDING])
+    ),
     partial_index(
         "uq_render_requests_active_dedupe",
         "dedupe_key",
-        where=f"dedupe_key IS NOT NULL AND {ACTIVE_REQUEST_PREDICATE}",
+        where=f"dedupe_key IS NOT NULL AND {ACTIVE_PREDICATE}",
         unique=True,
     ),
     Index("ix_render_requests_parent_job", "parent_job_id"),

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from deckyard.jobs.status import Lifecycle
+
 
 class RendererState(StrEnum):
     """Whether a renderer answered its last probe."""
@@ -12,22 +14,8 @@ class RendererState(StrEnum):
     DOWN = "down"
 
 
-class RequestStatus(StrEnum):
-    """Where a render request is in its life."""
-
-    PENDING = "pending"
-    RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-
-    @property
-    def is_terminal(self) -> bool:
-        """True once the request can never change again."""
-        return self not in (RequestStatus.PENDING, RequestStatus.RUNNING)
-
-
-ACTIVE_REQUEST = (RequestStatus.PENDING.value, RequestStatus.RUNNING.value)
+RequestStatus = Lifecycle
+"""A render request's status: the lifecycle jobs and tasks share (`jobs.status`)."""
 
 
 class AttemptState(StrEnum):

@@ -25,15 +25,10 @@ from sqlalchemy import case, func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from deckyard.db import Database
+from deckyard.jobs.status import ACTIVE, ACTIVE_PREDICATE
 from deckyard.render.control.models import RenderAttempt, Renderer, RenderRequest
-from deckyard.render.control.schema import (
-    ACTIVE_REQUEST_PREDICATE,
-    render_attempts,
-    render_requests,
-    render_workers,
-)
+from deckyard.render.control.schema import render_attempts, render_requests, render_workers
 from deckyard.render.control.status import (
-    ACTIVE_REQUEST,
     WAKE_RENDER,
     WAKE_REQUESTS,
     AttemptState,
@@ -93,7 +88,7 @@ async def request_insert(
         db.insert_ignoring_conflicts(
             R,
             index_elements=["dedupe_key"],
-            index_where=text(f"dedupe_key IS NOT NULL AND {ACTIVE_REQUEST_PREDICATE}"),
+            index_where=text(f"dedupe_key IS NOT NULL AND {ACTIVE_PREDICATE}"),
         )
         .values(row)
         .returning(*REQUEST_COLUMNS)
@@ -104,9 +99,7 @@ async def request_insert(
         return RenderRequest.from_row(inserted), True
     existing = (
         await conn.execute(
-            select(*REQUEST_COLUMNS).where(
-                R.c.dedupe_key == new.dedupe_key, R.c.status.in_(ACTIVE_REQUEST)
-            )
+            select(*REQUEST_COLUMNS).where(R.c.dedupe_key == new.dedupe_key, R.c.status.in_(ACTIVE))
         )
     ).one()
     return RenderRequest.from_row(existing), False
@@ -118,7 +111,7 @@ async def request_adopt(conn: AsyncConnection, request_id: int, job_id: int, now
         update(R)
         .where(
             R.c.id == request_id,
-            R.c.status.in_(ACTIVE_REQUEST),
+            R.c.status.in_(ACTIVE),
             R.c.parent_job_id.is_distinct_from(job_id),
         )
         .values(parent_job_id=job_id, updated_at=now)
@@ -155,7 +148,7 @@ async def request_queue_depth(conn: AsyncConnection, workspace_id: str) -> tuple
             select(
                 func.count(),
                 func.coalesce(func.sum(case((R.c.workspace_id == workspace_id, 1), else_=0)), 0),
-            ).where(R.c.status.in_(ACTIVE_REQUEST))
+            ).where(R.c.status.in_(ACTIVE))
         )
     ).one()
     return int(row[0]), int(row[1])
@@ -204,7 +197,7 @@ async def request_finish(
     *,
     code: str | None = None,
     message: str | None = None,
-    from_status: Sequence[str] = ACTIVE_REQUEST,
+    from_status: Sequence[str] = ACTIVE,
 ) -> bool:
     """End an active request as failed or cancelled (never succeeded: see `result_commit`)."""
     result = await conn.execute(

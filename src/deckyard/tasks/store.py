@@ -1,0 +1,170 @@
+"""The tasks store: every statement on the `tasks` and `task_events` tables (noun-first names).
+
+Functions take the caller's connection; state changes are guarded in their `WHERE` clause
+(still resumable, still at this stage) and return whether they applied.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import and_, func, insert, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from deckyard.db import Database
+from deckyard.tasks.schema import task_events, tasks
+from deckyard.tasks.status import RESUMABLE, TaskStatus
+
+WAKE_TASKS = "tasks.events"
+"""Bus channel woken whenever a task event is written."""
+
+
+async def task_insert(
+    conn: AsyncConnection,
+    kind: str,
+    params: dict[str, Any],
+    workspace_id: str | None,
+    now: datetime,
+) -> int:
+    """Insert a pending task at stage 0; returns its id."""
+    result = await conn.execute(
+        insert(tasks)
+        .values(
+            kind=kind,
+            status=TaskStatus.PENDING.value,
+            stage=0,
+            workspace_id=workspace_id,
+            params=params,
+            state={},
+            created_at=now,
+            updated_at=now,
+        )
+        .returning(tasks.c.id)
+    )
+    return int(result.scalar_one())
+
+
+async def task_get(conn: AsyncConnection, task_id: int) -> dict[str, Any] | None:
+    """A task row as a dict, or None."""
+    row = (await conn.execute(select(tasks).where(tasks.c.id == task_id))).first()
+    return dict(row._mapping) if row else None
+
+
+async def task_list(
+    conn: AsyncConnection, workspace_id: str, *, status: str | None = None, limit: int = 50
+) -> list[dict[str, Any]]:
+    """A workspace's tasks (optionally of one status), newest first."""
+    stmt = select(tasks).where(tasks.c.workspace_id == workspace_id)
+    if status:
+        stmt = stmt.where(tasks.c.status == status)
+    rows = await conn.execute(stmt.order_by(tasks.c.id.desc()).limit(limit))
+    return [dict(r._mapping) for r in rows]
+
+
+async def task_stage_lock(conn: AsyncConnection, task_id: int) -> tuple[int, dict[str, Any]]:
+    """The task's stage index and state, with its row locked until the transaction ends."""
+    row = (
+        await conn.execute(
+            select(tasks.c.stage, tasks.c.state).where(tasks.c.id == task_id).with_for_update()
+        )
+    ).one()
+    return int(row.stage), dict(row.state or {})
+
+
+async def task_start(conn: AsyncConnection, task_id: int, now: datetime) -> bool:
+    """Move a pending task to running; True when it was pending."""
+    result = await conn.execute(
+        update(tasks)
+        .where(tasks.c.id == task_id, tasks.c.status == TaskStatus.PENDING.value)
+        .values(status=TaskStatus.RUNNING.value, updated_at=now)
+    )
+    return bool(result.rowcount)
+
+
+async def task_state_set(
+    conn: AsyncConnection, task_id: int, state: dict[str, Any], now: datetime
+) -> None:
+    """Store a task's state (the caller holds its row lock, see `task_stage_lock`)."""
+    await conn.execute(
+        update(tasks).where(tasks.c.id == task_id).values(state=state, updated_at=now)
+    )
+
+
+async def task_stage_advance(
+    conn: AsyncConnection, task_id: int, index: int, state: dict[str, Any], now: datetime
+) -> bool:
+    """Move a running task from stage `index` to the next, by compare-and-set on the index."""
+    result = await conn.execute(
+        update(tasks)
+        .where(
+            tasks.c.id == task_id,
+            tasks.c.stage == index,
+            tasks.c.status == TaskStatus.RUNNING.value,
+        )
+        .values(stage=index + 1, state=state, updated_at=now)
+    )
+    return bool(result.rowcount)
+
+
+async def task_finish(
+    conn: AsyncConnection, task_id: int, status: TaskStatus, now: datetime, **values: Any
+) -> bool:
+    """End a task that is not over yet with `status` (and `result`/`error_*` values)."""
+    result = await conn.execute(
+        update(tasks)
+        .where(tasks.c.id == task_id, tasks.c.status.in_(RESUMABLE))
+        .values(status=status.value, finished_at=now, updated_at=now, **values)
+    )
+    return bool(result.rowcount)
+
+
+async def task_event_insert(
+    db: Database, conn: AsyncConnection, task_id: int, type_: str, data: Any, now: datetime
+) -> None:
+    """Append one execution event to a task; wakes `WAKE_TASKS` at commit."""
+    await conn.execute(
+        insert(task_events).values(task_id=task_id, type=type_, data=data, created_at=now)
+    )
+    db.notify(conn, WAKE_TASKS)
+
+
+async def task_events_of(conn: AsyncConnection, task_id: int) -> list[dict[str, Any]]:
+    """A task's execution events, oldest first."""
+    rows = await conn.execute(
+        select(task_events).where(task_events.c.task_id == task_id).order_by(task_events.c.id)
+    )
+    return [dict(r._mapping) for r in rows]
+
+
+async def tasks_stale(
+    conn: AsyncConnection, thresholds: dict[str, float], now: datetime, limit: int
+) -> Sequence[int]:
+    """Ids of resumable tasks whose newest activity is older than their status's threshold.
+
+    Activity is a task's newest execution event (or, with none, its creation), never
+    `updated_at`: a stage that waits on long jobs does not touch the task row. A status without
+    a threshold is never stale.
+    """
+    newest = (
+        select(task_events.c.task_id, func.max(task_events.c.created_at).label("last"))
+        .group_by(task_events.c.task_id)
+        .subquery()
+    )
+    activity = func.coalesce(newest.c.last, tasks.c.created_at)
+    per_status = [
+        and_(tasks.c.status == status, activity < now - timedelta(seconds=seconds))
+        for status, seconds in thresholds.items()
+        if status in RESUMABLE
+    ]
+    if not per_status:
+        return []
+    stmt = (
+        select(tasks.c.id)
+        .select_from(tasks.outerjoin(newest, newest.c.task_id == tasks.c.id))
+        .where(tasks.c.status.in_(RESUMABLE), or_(*per_status))
+        .order_by(tasks.c.id)
+        .limit(limit)
+    )
+    return [int(r.id) for r in await conn.execute(stmt)]

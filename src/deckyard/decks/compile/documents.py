@@ -7,7 +7,6 @@ print document holds every slide, one per printed page at slide size, for PDF ex
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import html
 import posixpath
@@ -19,7 +18,7 @@ from deckyard.decks.compile.css_scope import CssContext, rewrite_stylesheet
 from deckyard.decks.compile.html_page import PagePart, compile_part
 from deckyard.decks.compile.themes import core_css, expand_theme, only_markdown
 from deckyard.decks.errors import CompileError, CompileErrorCode, CompileProblem
-from deckyard.decks.source.deck_source import DeckSource, PageKind
+from deckyard.decks.source.deck_source import DeckSource, PageKind, PageSource
 from deckyard.decks.source.limits import DeckLimits
 
 _FONT_FORMATS = {".woff2": "woff2", ".woff": "woff", ".ttf": "truetype", ".otf": "opentype"}
@@ -168,6 +167,27 @@ def _too_large(document: str, page: str, limits: DeckLimits) -> CompileProblem |
     )
 
 
+def _compile_at(
+    deck: DeckSource,
+    shared: _Shared,
+    resolver: AssetResolver,
+    index: int,
+    page: PageSource,
+    limits: DeckLimits,
+) -> tuple[CompiledPage | None, list[CompileProblem]]:
+    """Page `page` at position `index` of `deck` compiled, or None, and its own problems."""
+    part = compile_part(page, resolver, limits)
+    title = f"{deck.manifest.title} - {page.name}"
+    document = _document(deck, shared, [part], title, print_mode=False, first_number=index + 1)
+    oversize = _too_large(document, page.name, limits)
+    found = part.problems + ([oversize] if oversize else [])
+    if found or shared.problems:
+        return None, found
+    digest = hashlib.sha256(document.encode("utf-8")).hexdigest()
+    compiled = CompiledPage(page.name, index, page.kind, document, digest, deck.width, deck.height)
+    return compiled, found
+
+
 def compile_deck_report(deck: DeckSource, limits: DeckLimits) -> CompileReport:
     """Compile every page; pages with problems are left out of `pages` and listed in `problems`.
 
@@ -178,18 +198,10 @@ def compile_deck_report(deck: DeckSource, limits: DeckLimits) -> CompileReport:
     pages: list[CompiledPage] = []
     problems = list(shared.problems)
     for index, page in enumerate(deck.pages):
-        part = compile_part(page, resolver, limits)
-        title = f"{deck.manifest.title} - {page.name}"
-        document = _document(deck, shared, [part], title, print_mode=False, first_number=index + 1)
-        oversize = _too_large(document, page.name, limits)
-        found = part.problems + ([oversize] if oversize else [])
+        compiled, found = _compile_at(deck, shared, resolver, index, page, limits)
         problems.extend(found)
-        if found or shared.problems:
-            continue
-        digest = hashlib.sha256(document.encode("utf-8")).hexdigest()
-        pages.append(
-            CompiledPage(page.name, index, page.kind, document, digest, deck.width, deck.height)
-        )
+        if compiled is not None:
+            pages.append(compiled)
     return CompileReport(pages, problems)
 
 
@@ -202,17 +214,21 @@ def compile_deck(deck: DeckSource, limits: DeckLimits) -> list[CompiledPage]:
 
 
 def compile_page(deck: DeckSource, name: str, limits: DeckLimits) -> CompiledPage:
-    """The page called `name` compiled; raises `CompileError` with its and the theme's problems."""
+    """The page called `name` compiled; raises `CompileError` with its and the theme's problems.
+
+    The document is the one `compile_deck_report` makes for that page (same slide number), so
+    what validation renders is what the page version stores.
+    """
     page = deck.page(name)
     if page is None:
         problem = CompileProblem(CompileErrorCode.PAGE_NOT_FOUND, f"no page {name!r}", name)
         raise CompileError([problem])
-    single = deck.model_copy(update={"pages": [page]})
-    report = compile_deck_report(single, limits)
-    if report.problems:
-        raise CompileError(report.problems)
-    compiled = report.pages[0]
-    return dataclasses.replace(compiled, index=deck.pages.index(page))
+    resolver = AssetResolver(deck.assets, deck.other_files)
+    shared = _shared(deck, resolver)
+    compiled, found = _compile_at(deck, shared, resolver, deck.pages.index(page), page, limits)
+    if compiled is None:
+        raise CompileError(shared.problems + found)
+    return compiled
 
 
 def compile_print_document(deck: DeckSource, limits: DeckLimits) -> str:

@@ -8,7 +8,12 @@ import re
 import pytest
 from bs4 import BeautifulSoup
 
-from deckyard.decks.compile.documents import compile_deck, compile_page, compile_print_document
+from deckyard.decks.compile.documents import (
+    compile_deck,
+    compile_deck_report,
+    compile_page,
+    compile_print_document,
+)
 from deckyard.decks.errors import CompileError, CompileErrorCode
 from deckyard.decks.source.limits import DeckLimits
 from tests.helpers.decks import PNG_1PX, MakeDeck
@@ -38,6 +43,22 @@ def test_markdown_page_compiles_to_a_slide_sized_document(
     assert "width: 1280px !important; height: 720px !important" in page.document
     assert page.width == 1280 and page.height == 720 and page.index == 0
     assert len(page.sha256) == 64
+
+
+def test_one_page_compiles_to_the_document_the_deck_stores_for_it(
+    make_deck: MakeDeck, limits: DeckLimits
+) -> None:
+    # validation compiles one page; it must render exactly what the page version stores
+    deck = make_deck({"01-a.md": "# A", "02-b.html": "<h1>B</h1>", "03-c.md": "# C"})
+    stored = compile_deck_report(deck, limits).pages
+    for page in stored:
+        alone = compile_page(deck, page.name, limits)
+        assert (alone.document, alone.sha256, alone.index) == (
+            page.document,
+            page.sha256,
+            page.index,
+        )
+    assert 'data-number="3"' in compile_page(deck, "03-c", limits).document
 
 
 def test_html_page_keeps_markup_and_moves_page_css_into_a_scoped_stylesheet(

@@ -26,6 +26,7 @@ from deckyard.db import Database
 from deckyard.loop import ACTIVE, IDLE, MORE, Loop, Tick
 from deckyard.render.control.admission import Admitted, admit_due
 from deckyard.render.control.client import Rejection, RendererClient, RendererSources
+from deckyard.render.control.models import Renderer
 from deckyard.render.control.receipts import ReceiptPoller
 from deckyard.render.control.results import ResultCommitter
 from deckyard.render.control.status import WAKE_RENDER, AttemptState, RendererState
@@ -69,6 +70,7 @@ class Coordinator:
         self.client = RendererClient(settings.render_http_timeout_seconds, clock, transport)
         self.committer = ResultCommitter(db, settings, self.client, store, clock)
         self.renderer_names: dict[int, str] = {}
+        self._epochs_seen: dict[str, set[str]] = {}
         self.receipts = ReceiptPoller(
             db, settings, self.client, sources, self.committer, self.renderer_names, clock
         )
@@ -141,6 +143,7 @@ class Coordinator:
                     slots=caps.slots,
                 )
             before = known.get(source.name)
+            self._check_name_clash(before, seen)
             if not renderer_differs(before, seen):
                 continue
             try:
@@ -151,6 +154,25 @@ class Coordinator:
         if wrote:
             self.dispatch_loop.poke()
         return Tick(due_in=self.settings.render_probe_interval_seconds)
+
+    def _check_name_clash(self, before: Renderer | None, seen: RendererSeen) -> None:
+        """Log an error when a renderer name comes back to an epoch it had left.
+
+        A restart moves a renderer to a new epoch for good; flipping back means two processes
+        answer to one name (two nodes each calling theirs the same), which loses every render.
+        """
+        if seen.epoch is None:
+            return
+        past = self._epochs_seen.setdefault(seen.name, set())
+        if before is not None and before.epoch not in (None, seen.epoch) and seen.epoch in past:
+            log.error(
+                "renderer name %r is used by two renderers (epochs %s and %s alternate); "
+                "every renderer needs a name of its own",
+                seen.name,
+                before.epoch,
+                seen.epoch,
+            )
+        past.add(seen.epoch)
 
     async def _record_renderer(self, before: Any, seen: RendererSeen) -> None:
         now = self.clock.now()

@@ -80,8 +80,10 @@ class Supervisor:
         self.clock = clock
         self.on_change = on_change
         self.secret = secrets.token_urlsafe(32)
-        host = socket.gethostname()
-        self.renderers = [SupervisedRenderer(f"{host}-lite-{i}") for i in range(count)]
+        # Unique per process: two nodes on one host (or two containers with one hostname) must
+        # never share a renderer name, or each would read the other's epoch as a restart.
+        node = f"{socket.gethostname()}-{secrets.token_hex(4)}"
+        self.renderers = [SupervisedRenderer(f"{node}-lite-{i}") for i in range(count)]
         self._stopping = False
         self.subreaper = False
         self.reap_loop = Loop.configured(

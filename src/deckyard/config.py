@@ -211,6 +211,11 @@ class Settings(BaseSettings):
     deck_api_wait_seconds: float = Field(
         90.0, gt=0, description="How long a synchronous deck route waits for its job."
     )
+    deck_require_if_match: bool = Field(
+        False,
+        description="Refuse deck and page writes without an If-Match header (428); by default "
+        "they are allowed (last writer wins) and recorded as unconditional.",
+    )
 
     # --- AI authoring ----------------------------------------------------------------------
     ai_base_url: str | None = Field(

@@ -14,6 +14,7 @@ from deckyard.ai.service import AiService
 from deckyard.api.agents import router as agents_router
 from deckyard.api.ai import router as ai_router
 from deckyard.api.dashboard import router as dashboard_router
+from deckyard.api.deck_pages import router as deck_pages_router
 from deckyard.api.decks import router as decks_router
 from deckyard.api.errors import BodyLimitMiddleware, install_error_handlers
 from deckyard.api.health import router as health_router
@@ -101,6 +102,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(tasks_router)
     app.include_router(render_router)
     app.include_router(decks_router)
+    app.include_router(deck_pages_router)
     app.include_router(validate_router)
     app.include_router(ai_router)
     app.include_router(agents_router)

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from deckyard.decks.compile.slide_markdown import slide_notes
 from deckyard.decks.errors import CompileProblem
-from deckyard.decks.source.deck_source import PageKind, SourceWarning
+from deckyard.decks.source.deck_source import PAGE_NAME_PATTERN, PageKind, SourceWarning
 from deckyard.decks.store import DeckRow, PageVersionRow
 from deckyard.decks.validation.result import ValidationResult
 
@@ -154,10 +154,46 @@ class PageEdit(BaseModel):
     )
 
 
+class PageRename(BaseModel):
+    """A page's new name."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"name": "02-plan"}]})
+
+    name: str = Field(pattern=PAGE_NAME_PATTERN)
+
+
+class PageOrder(BaseModel):
+    """Every page of the deck, in the order to show them."""
+
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"pages": ["02-agenda", "01-cover"]}]}
+    )
+
+    pages: list[str] = Field(min_length=1)
+
+
+class PageRevert(BaseModel):
+    """Options of a revert (it is a new version through the write gate)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    skip_visual_verification: bool = False
+
+
+class PageDiffOut(BaseModel):
+    """A unified diff (Python's difflib) of a page's source between two versions."""
+
+    page: str
+    from_version: int
+    to_version: int
+    diff: str
+
+
 class PageEditOut(BaseModel):
-    """A written page version and the job that wrote it."""
+    """A written page version and the job that wrote it (`created`: the page is new)."""
 
     job_id: int
+    created: bool = False
     version: PageVersionOut
 
 

@@ -1,13 +1,15 @@
-"""Deck routes: create (JSON or ZIP), list, get, pages and versions, the edit gate, and jobs.
+"""Deck routes: create (JSON or ZIP), list, get, validate/screenshot a page, and deck jobs.
+
+Page editing and history are in `api/deck_pages.py`.
 
 Every deck is scoped to the caller's workspace; another workspace's deck is 404.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
-from fastapi import APIRouter, Body, Depends, Query, Request
+from fastapi import APIRouter, Body, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse
 
 from deckyard.api.auth import Principal, current_principal
@@ -15,10 +17,6 @@ from deckyard.api.deck_views import (
     DeckCreatedOut,
     DeckOut,
     DeckSummary,
-    PageEdit,
-    PageEditOut,
-    PageOut,
-    PageVersionOut,
     ProblemOut,
     ScreenshotConfig,
     TaskRef,
@@ -26,6 +24,7 @@ from deckyard.api.deck_views import (
 from deckyard.api.errors import ApiError
 from deckyard.api.jobs import JobOut
 from deckyard.api.params import RowId
+from deckyard.api.preconditions import etag
 from deckyard.decks.errors import DeckSourceError
 from deckyard.decks.jobs.names import PUBLISH_TASK
 from deckyard.decks.service import DeckService
@@ -34,8 +33,7 @@ from deckyard.decks.source.json_body import DeckJson, load_deck_json
 from deckyard.decks.source.markdown_file import load_markdown_bytes
 from deckyard.decks.source.zip_archive import load_deck_zip
 from deckyard.decks.store import DeckRow, PageVersionRow
-from deckyard.decks.validation.result import ValidationStatus
-from deckyard.jobs import Job, JobStatus
+from deckyard.jobs import Job
 
 router = APIRouter(prefix="/v1/decks", tags=["decks"])
 Caller = Annotated[Principal, Depends(current_principal)]
@@ -189,80 +187,13 @@ async def list_decks(
 
 
 @router.get("/{deck_id:int}", response_model=DeckOut)
-async def get_deck(request: Request, principal: Caller, deck_id: RowId) -> DeckOut:
-    """A deck with its pages' current versions."""
-    return DeckOut.of(await owned_deck(request, principal, deck_id))
-
-
-@router.get("/{deck_id:int}/pages/{page}", response_model=PageOut)
-async def get_page(request: Request, principal: Caller, deck_id: RowId, page: str) -> PageOut:
-    """A page's current version with its source and validation."""
-    return PageOut.of_source(page_of(await owned_deck(request, principal, deck_id), page))
-
-
-@router.get("/{deck_id:int}/pages/{page}/versions", response_model=list[PageVersionOut])
-async def list_versions(
-    request: Request, principal: Caller, deck_id: RowId, page: str
-) -> list[PageVersionOut]:
-    """Every version of a page, oldest first."""
-    versions = await deck_service(request).page_versions(principal.workspace_id, deck_id, page)
-    if versions is None:
-        raise ApiError(404, "NOT_FOUND", f"no page {page!r} in deck {deck_id}")
-    return [PageVersionOut.of(v) for v in versions]
-
-
-def _edit_refused(job: Job, validation: Any) -> ApiError:
-    extra: dict[str, Any] = {"job_id": job.id}
-    if validation is not None:
-        extra["validation"] = validation.model_dump(mode="json")
-    code = job.error_code or "VALIDATION_FAILED"
-    message = job.error_message or code
-    if validation is not None and validation.status is ValidationStatus.FAILED:
-        return ApiError(422, "VALIDATION_FAILED", message, extra=extra)
-    return ApiError(503, code, f"{message} No version was written; retry later.", extra=extra)
-
-
-@router.put(
-    "/{deck_id:int}/pages/{page}",
-    status_code=201,
-    response_model=PageEditOut,
-    responses={
-        202: {"model": JobOut, "description": "Still validating; follow the job."},
-        422: {"description": "Validation failed: no version written; `validation` says why."},
-        503: {"description": "The renderer was unavailable: not verified, no version written."},
-    },
-)
-async def edit_page(
-    request: Request,
-    principal: Caller,
-    deck_id: RowId,
-    page: str,
-    edit: Annotated[PageEdit, Body()],
-) -> JSONResponse:
-    """Save a page edit through the write gate: a new version only when validation passed."""
-    service = deck_service(request)
-    page_of(await owned_deck(request, principal, deck_id), page)
-    job = await service.edit_page(
-        principal.workspace_id,
-        deck_id,
-        page,
-        edit.source,
-        kind=edit.kind,
-        skip_visual_verification=edit.skip_visual_verification,
-    )
-    try:
-        done = await service.runtime.wait(job.id, timeout=service.settings.deck_api_wait_seconds)
-    except TimeoutError:
-        return accepted(job)
-    if done.status != JobStatus.SUCCEEDED or not isinstance(done.result, dict):
-        raise _edit_refused(done, await service.validation_of(done.id))
-    version = await service.page_version(
-        int(done.result["page_id"]), int(done.result["version_number"])
-    )
-    if version is None:
-        raise ApiError(500, "VERSION_MISSING", f"job {done.id} succeeded but wrote no version")
-    body = PageEditOut(job_id=done.id, version=PageVersionOut.of(version))
-    return JSONResponse(body.model_dump(mode="json"), status_code=201)
+async def get_deck(
+    request: Request, response: Response, principal: Caller, deck_id: RowId
+) -> DeckOut:
+    """A deck with its pages' current versions; `ETag` is the deck's version."""
+    row = await owned_deck(request, principal, deck_id)
+    response.headers["ETag"] = etag(row.version)
+    return DeckOut.of(row)
 
 
 @router.post("/{deck_id:int}/pages/{page}/validate", status_code=202, response_model=JobOut)

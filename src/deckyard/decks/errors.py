@@ -174,3 +174,31 @@ class SiteVerificationError(Exception):
         self.code = code
         self.message = message
         self.file = file
+
+
+class DeckEditErrorCode(StrEnum):
+    """Why a direct deck edit (delete, rename, reorder a page) was refused."""
+
+    EDIT_CONFLICT = "EDIT_CONFLICT"
+    PAGE_NOT_FOUND = "PAGE_NOT_FOUND"
+    PAGE_EXISTS = "PAGE_EXISTS"
+    LAST_PAGE = "DECK_LAST_PAGE"
+    ORDER_MISMATCH = "PAGE_ORDER_MISMATCH"
+
+
+class DeckEditError(Exception):
+    """A refused deck edit; `current` is the version the conflicting row is at, when known."""
+
+    def __init__(
+        self,
+        code: DeckEditErrorCode,
+        message: str,
+        *,
+        current: int | None = None,
+        field: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.current = current
+        self.field = field

@@ -25,6 +25,7 @@ from deckyard.decks.jobs.names import (
 )
 from deckyard.decks.jobs.page_jobs import PageJobs
 from deckyard.decks.jobs.publish import publish_task
+from deckyard.decks.page_edits import PageEdits
 from deckyard.decks.source.deck_source import DeckSource
 from deckyard.decks.source.limits import DeckLimits
 from deckyard.decks.store import (
@@ -77,6 +78,7 @@ class DeckService:
         self.validator = PageValidator(self.gateway, settings)
         self.page_jobs = PageJobs(db, settings, clock, self.gateway, self.validator)
         self.deck_jobs = DeckJobs(db, settings, render.store, self.gateway)
+        self.pages = PageEdits(db, clock)
         handlers = {
             DeckJobKind.PAGE_VALIDATE: self.page_jobs.validate,
             DeckJobKind.PAGE_EDIT: self.page_jobs.edit,
@@ -156,14 +158,18 @@ class DeckService:
         *,
         kind: str | None = None,
         skip_visual_verification: bool = False,
+        base: int | None = None,
+        create: bool = False,
     ) -> Job:
-        """Enqueue `page.edit`, the write gate."""
+        """Enqueue `page.edit`, the write gate (`create`: the page may be new; `base`: If-Match)."""
         payload = {
             "deck_id": deck_id,
             "page": page,
             "source": source,
             "kind": kind,
             "skip_visual_verification": skip_visual_verification,
+            "base": base,
+            "create": create,
         }
         return await self._enqueue(DeckJobKind.PAGE_EDIT, payload, workspace_id, None)
 

@@ -61,8 +61,10 @@ class JobContext:
     def on_success(self, fn: OnSuccess) -> None:
         """Run `fn(conn)` inside the transaction that records this attempt's success.
 
-        If the finish compare-and-set is lost (lease expired, job cancelled, deadline passed),
-        `fn` never runs, so its writes happen exactly once per successful job.
+        `fn` runs just before the finish compare-and-set, in the same savepoint: if the CAS is
+        lost (lease expired, job cancelled, deadline passed) its writes are rolled back, so they
+        happen exactly once per successful job. It may update the result dict the handler
+        returned (that is what gets stored); a `JobError` it raises fails the job with its code.
         """
         self.on_success_hooks.append(fn)
 

@@ -457,17 +457,22 @@ class Worker:
     async def _complete_with_hooks(
         self, conn: Any, o: Outcome, now: Any, statuses: dict[int, str]
     ) -> Outcome | None:
+        """Run a success's hooks, then its finish CAS, in one savepoint.
+
+        The hooks run first so that they may fill in the job's result (a version number they
+        chose under a row lock); a lost CAS rolls their writes back. A hook that raises
+        `JobError` fails the job with its code.
+        """
         savepoint = await conn.begin_nested()
-        done = await jobs_complete(conn, self.owner, [(o.job.id, o.job.attempt, o.result)], now)
-        if done.get(o.job.id) != JobStatus.SUCCEEDED.value:
-            await savepoint.commit()
-            statuses.update(done)
-            return None
         try:
             for hook in o.hooks:
                 await hook(conn)
         except Exception as exc:
             await savepoint.rollback()
+            if isinstance(exc, JobError):
+                return Outcome(
+                    o.job, "failure", code=exc.code, message=str(exc), retryable=exc.retryable
+                )
             log.warning("job %d: on_success hook failed", o.job.id, exc_info=True)
             return Outcome(
                 o.job,
@@ -476,7 +481,11 @@ class Worker:
                 message=f"on_success: {type(exc).__name__}: {exc}",
                 retryable=True,
             )
-        await savepoint.commit()
+        done = await jobs_complete(conn, self.owner, [(o.job.id, o.job.attempt, o.result)], now)
+        if done.get(o.job.id) != JobStatus.SUCCEEDED.value:
+            await savepoint.rollback()
+        else:
+            await savepoint.commit()
         statuses.update(done)
         return None
 

@@ -27,7 +27,8 @@ class DeckJobErrorCode(StrEnum):
     NOT_COMPILED = "PAGE_NOT_COMPILED"
     DECK_COMPILE_FAILED = "DECK_COMPILE_FAILED"
     SITE_INVALID = "DECK_SITE_INVALID"
-    EDIT_CONFLICT = "PAGE_EDIT_CONFLICT"
+    EDIT_CONFLICT = "EDIT_CONFLICT"
+    TOO_MANY_PAGES = "DECK_TOO_MANY_PAGES"
 
 
 class DeckEvent(StrEnum):
@@ -39,6 +40,7 @@ class DeckEvent(StrEnum):
     SCREENSHOT_REUSED = "screenshot_reused"
     SITE_VERIFIED = "site_verified"
     SITE_LOADED = "site_loaded"
+    UNCONDITIONAL_WRITE = "unconditional_write"
 
 
 class BrowserCheck(StrEnum):

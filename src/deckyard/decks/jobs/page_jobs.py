@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -42,6 +43,7 @@ from deckyard.decks.store import (
     page_version_set_screenshot,
     page_version_set_validation,
 )
+from deckyard.decks.store_pages import deck_lock, page_lock, page_names
 from deckyard.decks.validation.page_check import PageCheck, PageValidator
 from deckyard.decks.validation.render_check import RenderGateway
 from deckyard.decks.validation.rules import is_validation_passed
@@ -133,6 +135,12 @@ class PageJobs:
     async def edit(self, ctx: JobContext) -> dict[str, Any]:
         """The write gate: a new page version only when the edited page passes validation.
 
+        A page the deck does not have yet is created (at the end) when the payload says
+        `create`. `base` is the version the client edited (its `If-Match`: the page's
+        version, or the deck's for a new page); when that moved on meanwhile the write is
+        refused with `EDIT_CONFLICT`. Without `base` the last writer wins, and the job records
+        an `unconditional_write` event.
+
         With `skip_visual_verification` the render stage is skipped on purpose; the write is
         then allowed when the page compiles, and the skip is recorded in the version and as a
         job event.
@@ -142,12 +150,22 @@ class PageJobs:
         _row, source = await load_deck(self.db, deck_id, workspace)
         name = str(ctx.payload["page"])
         old = source.page(name)
-        if old is None:
+        if old is None and not ctx.payload.get("create"):
             raise refused(DeckJobErrorCode.PAGE_NOT_FOUND, f"no page {name!r}")
-        kind = PageKind(ctx.payload.get("kind") or old.kind)
+        if old is None and len(source.pages) >= self.settings.deck_max_pages:
+            raise refused(
+                DeckJobErrorCode.TOO_MANY_PAGES,
+                f"a deck has at most {self.settings.deck_max_pages} pages",
+            )
+        kind = PageKind(ctx.payload.get("kind") or (old.kind if old else PageKind.MARKDOWN))
         edited = PageSource(name=name, kind=kind, text=str(ctx.payload["source"]))
         skip = bool(ctx.payload.get("skip_visual_verification", False))
-        gate = await self.gate(ctx, deck_id, source, edited, skip=skip)
+        base = ctx.payload.get("base")
+        if base is None:
+            await ctx.emit(DeckEvent.UNCONDITIONAL_WRITE, {"page": name})
+        gate = await self.gate(
+            ctx, deck_id, source, edited, skip=skip, base=None if base is None else int(base)
+        )
         if not gate.passed:
             raise gate.refusal()
         ctx.on_success(gate.write)
@@ -161,6 +179,7 @@ class PageJobs:
         edited: PageSource,
         *,
         skip: bool = False,
+        base: int | None = None,
     ) -> GateCheck:
         """Validate `edited` in its deck (added as a new last page when the deck lacks it).
 
@@ -168,6 +187,11 @@ class PageJobs:
         register with `ctx.on_success` when it passed (the version is written inside the
         finish compare-and-set, so a lost or refused finish writes nothing). Every writer of
         page versions, a person's edit or a model's, goes through here.
+
+        The write locks the page (or, for a new page, the deck) row, compares its head with
+        `base` when given (`EDIT_CONFLICT` otherwise) and numbers the version after the head
+        it found; it then fills `summary` in with `page_id` and `version_number` (before the
+        write they hold the numbers seen while validating).
         """
         workspace = workspace_of(ctx)
         name, kind = edited.name, edited.kind
@@ -189,13 +213,21 @@ class PageJobs:
                 raise refused(DeckJobErrorCode.PAGE_NOT_FOUND, f"no page {name!r}")
             number = 1 if page_id is None else await page_version_next_number(conn, page_id)
         compiled = check.compiled
+        summary: dict[str, Any] = {
+            "page": name,
+            "page_id": page_id,
+            "version_number": number,
+            "created": is_new,
+            "if_match": base,
+            "skipped_visual_verification": skip,
+            "validation": data,
+        }
 
         async def write(conn: AsyncConnection) -> None:
             assert compiled is not None
             now = self.clock.now()
-            target = page_id
-            if target is None:
-                target = await page_insert(conn, deck_id, name, len(source.pages), now)
+            target = await self._locked_target(conn, deck_id, name, base, is_new, now)
+            written = await page_version_next_number(conn, target)
             await page_version_insert(
                 conn,
                 target,
@@ -206,18 +238,40 @@ class PageJobs:
                 now,
                 validation=data,
                 skipped=skip,
-                number=number,
+                number=written,
             )
             await deck_touch(conn, deck_id, now)
+            summary.update(page_id=target, version_number=written)
 
-        summary = {
-            "page": name,
-            "page_id": page_id,
-            "version_number": number,
-            "skipped_visual_verification": skip,
-            "validation": data,
-        }
         return GateCheck(check, data, passed, write, summary)
+
+    async def _locked_target(
+        self,
+        conn: AsyncConnection,
+        deck_id: int,
+        name: str,
+        base: int | None,
+        is_new: bool,
+        now: datetime,
+    ) -> int:
+        """The id of the page to write, its row (or the deck's, for a new page) locked."""
+        if is_new:
+            head = await deck_lock(conn, deck_id)
+            if head is None:
+                raise refused(DeckJobErrorCode.DECK_NOT_FOUND, f"no deck {deck_id}")
+            if base is not None and head != base:
+                raise edit_conflict(f"deck {deck_id} is at version {head}, not {base}")
+            if await page_find(conn, deck_id, name) is not None:
+                raise edit_conflict(f"page {name!r} was created meanwhile")
+            position = len(await page_names(conn, deck_id))
+            return await page_insert(conn, deck_id, name, position, now)
+        found = await page_find(conn, deck_id, name)
+        head = None if found is None else await page_lock(conn, found)
+        if found is None or head is None:
+            raise refused(DeckJobErrorCode.PAGE_NOT_FOUND, f"no page {name!r}")
+        if base is not None and head != base:
+            raise edit_conflict(f"page {name!r} is at version {head}, not {base}")
+        return found
 
     async def screenshot(self, ctx: JobContext) -> dict[str, Any]:
         """Screenshot one page version; it becomes the version's pointer at the finish CAS."""
@@ -264,6 +318,11 @@ class PageJobs:
 
         ctx.on_success(point)
         return {"page": version.page_name, "version_id": version_id, **pointer}
+
+
+def edit_conflict(message: str) -> JobError:
+    """The refusal of a write whose base version is no longer the current one."""
+    return refused(DeckJobErrorCode.EDIT_CONFLICT, message)
 
 
 def slide_spec_for(document: str, slide: dict[str, Any], config: dict[str, Any]) -> ScreenshotSpec:

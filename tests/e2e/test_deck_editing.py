@@ -1,0 +1,220 @@
+"""Editing a deck through a `deckyard serve` subprocess, on SQLite and on PostgreSQL.
+
+Pages are created, edited, renamed, reordered, deleted and reverted over HTTP with ETags and
+If-Match, as a client would; no renderer runs, so content edits pass the gate with
+`skip_visual_verification` (compiled, recorded as skipped).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.helpers.decks import json_deck
+from tests.helpers.server import Server, clean_env, create_token, event_types
+
+pytestmark = pytest.mark.processes
+SKIP = {"skip_visual_verification": True}
+
+
+@dataclass
+class Node:
+    """A running server and an authorised client for it."""
+
+    url: str
+    client: httpx.Client
+    headers: dict[str, str]
+
+    def call(self, method: str, path: str, **kw: object) -> httpx.Response:
+        extra = kw.pop("headers", None) or {}
+        return self.client.request(
+            method,
+            self.url + path,
+            headers={**self.headers, **extra},  # type: ignore[dict-item]
+            **kw,  # type: ignore[arg-type]
+        )
+
+
+@pytest.fixture
+def node(db_url: str, tmp_path: Path, servers: list[Server]) -> Iterator[Node]:
+    env = clean_env(tmp_path, DECKYARD_DATABASE_URL=db_url, DECKYARD_RENDERERS="0")
+    token = create_token(env, tmp_path, "alice")
+    server = Server([], env, tmp_path)
+    servers.append(server)
+    server.wait_ready(60)
+    with httpx.Client(timeout=120) as client:
+        yield Node(server.url, client, {"authorization": f"Bearer {token}"})
+
+
+def two_page_deck(node: Node) -> int:
+    body = json_deck("# Hello\n\nfirst\n")
+    body["pages"].append({"name": "02-end", "kind": "md", "text": "# End\n"})  # type: ignore[attr-defined]
+    made = node.call("POST", "/v1/decks", json=body)
+    assert made.status_code == 201, made.text
+    return int(made.json()["id"])
+
+
+def test_pages_and_history_with_etags(node: Node) -> None:
+    deck_id = two_page_deck(node)
+    base = f"/v1/decks/{deck_id}"
+    deck = node.call("GET", base)
+    assert deck.headers["etag"] == '"1"'
+
+    # create: PUT on a new name, through the gate, If-Match = the deck's ETag
+    stale = node.call(
+        "PUT", f"{base}/pages/03-new", json={"source": "# New", **SKIP}, headers={"if-match": '"7"'}
+    )
+    assert stale.status_code == 409 and stale.json()["error"]["current_version"] == 1
+    made = node.call(
+        "PUT", f"{base}/pages/03-new", json={"source": "# New", **SKIP}, headers={"if-match": '"1"'}
+    )
+    assert made.status_code == 201, made.text
+    assert made.json()["created"] is True and made.json()["version"]["number"] == 1
+    assert made.headers["etag"] == '"1"'
+    deck = node.call("GET", base)
+    assert [p["page"] for p in deck.json()["pages"]] == ["01-hello", "02-end", "03-new"]
+    assert deck.headers["etag"] == '"2"'
+
+    # edit with If-Match; a stale one is 409 naming the current version and writes nothing
+    page = node.call("GET", f"{base}/pages/01-hello")
+    assert page.headers["etag"] == '"1"'
+    edit = {"source": "# Hello\n\nsecond\n", **SKIP}
+    ok = node.call("PUT", f"{base}/pages/01-hello", json=edit, headers={"if-match": '"1"'})
+    assert ok.status_code == 201, ok.text
+    assert ok.headers["etag"] == '"2"'
+    again = node.call("PUT", f"{base}/pages/01-hello", json=edit, headers={"if-match": '"1"'})
+    assert again.status_code == 409, again.text
+    err = again.json()["error"]
+    assert err["code"] == "EDIT_CONFLICT" and err["current_version"] == 2
+    assert err["field"] == "If-Match" and again.headers["etag"] == '"2"'
+
+    # unconditional writes are allowed and recorded
+    blind = node.call(
+        "PUT", f"{base}/pages/01-hello", json={"source": "# Hello\n\nthird\n", **SKIP}
+    )
+    assert blind.status_code == 201, blind.text
+    assert "unconditional_write" in event_types(
+        node.client, node.url, node.headers, blind.json()["job_id"]
+    )
+
+    # history: list, show, diff, revert (a new version through the gate)
+    versions = node.call("GET", f"{base}/pages/01-hello/versions")
+    assert [v["number"] for v in versions.json()] == [1, 2, 3]
+    assert versions.headers["etag"] == '"3"'
+    first = node.call("GET", f"{base}/pages/01-hello/versions/1")
+    assert first.json()["source"] == "# Hello\n\nfirst\n"
+    diff = node.call("GET", f"{base}/pages/01-hello/diff", params={"from": 1, "to": 3})
+    assert diff.status_code == 200, diff.text
+    assert diff.json()["diff"] == (
+        "--- 01-hello@1\n+++ 01-hello@3\n@@ -1,3 +1,3 @@\n # Hello\n \n-first\n+third\n"
+    )
+    revert = node.call(
+        "POST", f"{base}/pages/01-hello/versions/1/revert", json=SKIP, headers={"if-match": '"3"'}
+    )
+    assert revert.status_code == 201, revert.text
+    assert revert.json()["version"]["number"] == 4
+    current = node.call("GET", f"{base}/pages/01-hello")
+    assert current.json()["source"] == "# Hello\n\nfirst\n" and current.headers["etag"] == '"4"'
+    assert len(node.call("GET", f"{base}/pages/01-hello/versions").json()) == 4
+
+    # rename (history kept), reorder, delete
+    renamed = node.call(
+        "POST",
+        f"{base}/pages/03-new/rename",
+        json={"name": "00-intro"},
+        headers={"if-match": '"1"'},
+    )
+    assert renamed.status_code == 200, renamed.text
+    assert [p["page"] for p in renamed.json()["pages"]] == ["01-hello", "02-end", "00-intro"]
+    etag = renamed.headers["etag"]
+    order = {"pages": ["00-intro", "01-hello", "02-end"]}
+    stale = node.call("PUT", f"{base}/order", json=order, headers={"if-match": '"1"'})
+    assert stale.status_code == 409 and stale.json()["error"]["code"] == "EDIT_CONFLICT"
+    moved = node.call("PUT", f"{base}/order", json=order, headers={"if-match": etag})
+    assert moved.status_code == 200, moved.text
+    assert [p["page"] for p in moved.json()["pages"]] == order["pages"]
+    gone = node.call("DELETE", f"{base}/pages/02-end", headers={"if-match": '"1"'})
+    assert gone.status_code == 204, gone.text
+    assert node.call("GET", f"{base}/pages/02-end").status_code == 404
+    assert [p["page"] for p in node.call("GET", base).json()["pages"]] == ["00-intro", "01-hello"]
+
+
+def test_bad_page_edits_name_the_field_and_store_nothing(node: Node) -> None:
+    deck_id = two_page_deck(node)
+    base = f"/v1/decks/{deck_id}"
+    before = node.call("GET", base).json()
+    cases = [
+        ("PUT", f"{base}/pages/.hidden", {"source": "# x", **SKIP}, {}, 422, "page"),
+        (
+            "PUT",
+            f"{base}/pages/01-hello",
+            {"source": "# x", **SKIP},
+            {"if-match": "x"},
+            422,
+            "If-Match",
+        ),
+        ("PUT", f"{base}/pages/01-hello", {"src": "# x"}, {}, 422, "source"),
+        ("POST", f"{base}/pages/01-hello/rename", {"name": "a b"}, {}, 422, "name"),
+        ("POST", f"{base}/pages/01-hello/rename", {"name": "02-end"}, {}, 409, "name"),
+        ("PUT", f"{base}/order", {"pages": ["01-hello"]}, {}, 422, "pages"),
+        ("PUT", f"{base}/order", {"pages": ["01-hello", "01-hello"]}, {}, 422, "pages"),
+    ]
+    for method, path, body, headers, status, field in cases:
+        r = node.call(method, path, json=body, headers=headers)
+        assert r.status_code == status, (path, body, r.text)
+        assert r.json()["error"]["field"] == field, r.json()
+    # one page left cannot go
+    assert node.call("DELETE", f"{base}/pages/02-end").status_code == 204
+    last = node.call("DELETE", f"{base}/pages/01-hello")
+    assert last.status_code == 409 and last.json()["error"]["code"] == "DECK_LAST_PAGE"
+    missing = node.call("GET", f"{base}/pages/01-hello/diff", params={"from": 1, "to": 9})
+    assert missing.status_code == 404
+    after = node.call("GET", base).json()
+    assert [p["page"] for p in after["pages"]] == ["01-hello"]
+    assert after["pages"][0]["number"] == before["pages"][0]["number"] == 1
+
+
+def test_twenty_concurrent_writers_one_wins_per_base_version(node: Node) -> None:
+    deck_id = two_page_deck(node)
+    page = f"/v1/decks/{deck_id}/pages/01-hello"
+    for round_ in range(2):
+        etag = node.call("GET", page).headers["etag"]
+
+        def write(i: int, etag: str = etag, round_: int = round_) -> httpx.Response:
+            body = {"source": f"# Writer {i} in round {round_}\n", **SKIP}
+            return node.call("PUT", page, json=body, headers={"if-match": etag})
+
+        with ThreadPoolExecutor(20) as pool:
+            answers = list(pool.map(write, range(20)))
+        statuses = Counter(r.status_code for r in answers)
+        assert statuses == {201: 1, 409: 19}, [r.text for r in answers if r.status_code != 409]
+        conflicts = [r.json()["error"] for r in answers if r.status_code == 409]
+        assert {e["code"] for e in conflicts} == {"EDIT_CONFLICT"}
+        assert {e["current_version"] for e in conflicts} == {round_ + 2}
+    versions = node.call("GET", f"{page}/versions").json()
+    assert [v["number"] for v in versions] == [1, 2, 3]
+
+
+def test_openapi_describes_the_editing_routes(node: Node) -> None:
+    spec = node.client.get(f"{node.url}/openapi.json").json()
+    paths = spec["paths"]
+    expected = {
+        "/v1/decks/{deck_id}/pages/{page}": {"get", "put", "delete"},
+        "/v1/decks/{deck_id}/pages/{page}/rename": {"post"},
+        "/v1/decks/{deck_id}/order": {"put"},
+        "/v1/decks/{deck_id}/pages/{page}/versions": {"get"},
+        "/v1/decks/{deck_id}/pages/{page}/versions/{number}": {"get"},
+        "/v1/decks/{deck_id}/pages/{page}/versions/{number}/revert": {"post"},
+        "/v1/decks/{deck_id}/pages/{page}/diff": {"get"},
+    }
+    for path, methods in expected.items():
+        assert methods <= set(paths[path]), path
+    put = paths["/v1/decks/{deck_id}/pages/{page}"]["put"]
+    assert "If-Match" in {p["name"] for p in put["parameters"]}
+    assert "409" in put["responses"]

@@ -18,13 +18,13 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
+from deckyard.artifacts import ArtifactStore
 from deckyard.config import Settings
 from deckyard.db import Database
 from deckyard.db.migrate import upgrade
 from deckyard.jobs import Runtime
 from deckyard.render.control.schema import render_attempts
 from deckyard.render.control.service import RenderService
-from deckyard.storage import ArtifactStore
 from tests.drills.conftest import LIVE, start_renderer
 from tests.drills.control_support import (
     FaultProxy,

@@ -1,16 +1,13 @@
-"""The FastAPI application: its lifespan wires the database, the job runtime and the loops."""
+"""The FastAPI application: HTTP on top of a `Node` that its lifespan starts and stops."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
 from deckyard import __version__
-from deckyard.ai.errors import AI_QUEUE
-from deckyard.ai.service import AiService
 from deckyard.api.agents import router as agents_router
 from deckyard.api.ai import router as ai_router
 from deckyard.api.dashboard import router as dashboard_router
@@ -26,65 +23,32 @@ from deckyard.api.render import router as render_router
 from deckyard.api.tasks import router as tasks_router
 from deckyard.api.validate import router as validate_router
 from deckyard.config import Settings
-from deckyard.db import Database
-from deckyard.db.migrate import upgrade
-from deckyard.decks.jobs.names import DECK_QUEUE
-from deckyard.decks.service import DeckService
-from deckyard.jobs import Runtime
-from deckyard.render.control.service import RenderService
-from deckyard.tasks import TaskExecutor
-
-log = logging.getLogger(__name__)
+from deckyard.node import Node
 
 
-def create_app(settings: Settings) -> FastAPI:
-    """Build the app; the database opens, migrates and the loops start when it starts."""
+def create_app(settings: Settings, *, node: Node | None = None) -> FastAPI:
+    """Build the app; its node (a new one unless given) starts and stops with the lifespan.
+
+    The routes read the node's parts from `app.state` (`db`, `runtime`, `tasks`, `render`,
+    `decks`, `ai`, `settings`); `loop_owners` lists everything that runs loops, for `/readyz`.
+    """
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        db = Database.from_settings(settings)
-        if settings.migrate_on_start:
-            await upgrade(db)
-        runtime = Runtime(db, settings=settings, migrate=False)
-        executor = TaskExecutor(db, runtime, settings)
-        render = RenderService(
-            db, runtime, settings, supervise=None if settings.background_loops else False
-        )
-        app.state.decks = DeckService(db, runtime, render, executor, settings)
-        app.state.ai = ai = AiService(db, runtime, app.state.decks, settings)
-        own_workers = {DECK_QUEUE, AI_QUEUE}
-        runtime.worker(sorted({h.queue for h in runtime.handlers.values()} - own_workers))
-        runtime.worker([DECK_QUEUE], concurrency=settings.deck_job_concurrency)
-        if ai.configured:
-            runtime.worker([AI_QUEUE], concurrency=settings.ai_job_concurrency)
-        app.state.db = db
+        n = node or Node(settings)
+        n.add(ApiMaintenance(n.db, settings, n.clock))
+        app.state.node = n
+        app.state.db = n.db
         app.state.settings = settings
-        app.state.runtime = runtime
-        app.state.tasks = executor
-        app.state.render = render
-        maintenance = ApiMaintenance(db, settings)
-        app.state.loop_owners = [runtime, executor, maintenance, render]
+        app.state.runtime = n.runtime
+        app.state.tasks = n.tasks
+        app.state.render = n.render
+        app.state.decks = n.decks
+        app.state.ai = n.ai
+        app.state.loop_owners = n.loop_owners
         app.state.metric_sources = []
-        await runtime.start(run_loops=settings.background_loops)
-        await executor.start(run_loops=settings.background_loops)
-        if settings.background_loops:
-            maintenance.start()
-            await render.start()
-        log.info(
-            "deckyard %s ready on %s; loops: %s",
-            __version__,
-            db.display_name,
-            ", ".join(lp.name for lp in runtime.loops if lp.alive) or "none",
-        )
-        try:
+        async with n:
             yield
-        finally:
-            await render.stop()
-            await maintenance.stop()
-            await executor.stop()
-            await runtime.stop()
-            await ai.close()
-            await db.dispose()
 
     app = FastAPI(
         title="Deckyard",

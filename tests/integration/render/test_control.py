@@ -17,6 +17,7 @@ import pytest
 from sqlalchemy import event, insert, update
 from sqlalchemy.exc import IntegrityError
 
+from deckyard.artifacts import ArtifactStore
 from deckyard.clock import FakeClock
 from deckyard.config import Settings
 from deckyard.db import Database
@@ -35,7 +36,6 @@ from deckyard.render.control.store_attempts import (
     attempts_of_request,
     result_commit,
 )
-from deckyard.storage import ArtifactStore
 from tests.integration.render.fake_renderer import FakeFleet, FakeRenderer
 
 SECRET = "integration-secret-0123456789"

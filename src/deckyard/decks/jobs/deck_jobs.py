@@ -14,6 +14,7 @@ import json
 import zipfile
 from typing import Any
 
+from deckyard.artifacts import ArtifactStore
 from deckyard.config import Settings
 from deckyard.db import Database
 from deckyard.decks.compile.documents import CompiledPage, compile_deck, compile_print_document
@@ -32,7 +33,6 @@ from deckyard.decks.source.limits import DeckLimits, site_zip_limits
 from deckyard.decks.validation.render_check import RenderGateway
 from deckyard.jobs import JobContext, JobError
 from deckyard.render.control.spec import ScreenshotSpec
-from deckyard.storage import ArtifactStore
 
 
 def _compile_failed(exc: CompileError) -> JobError:

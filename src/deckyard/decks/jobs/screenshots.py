@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from deckyard.artifacts import ArtifactStore
 from deckyard.render.control.spec import ScreenshotSpec
-from deckyard.storage import ArtifactStore
 
 
 def screenshot_pointer(

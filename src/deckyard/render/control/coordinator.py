@@ -20,6 +20,7 @@ from typing import Any
 
 import httpx
 
+from deckyard.artifacts import ArtifactStore
 from deckyard.clock import Clock
 from deckyard.config import Settings
 from deckyard.db import Database
@@ -46,7 +47,6 @@ from deckyard.render.control.store_attempts import (
     lease_next_expiry,
 )
 from deckyard.render.protocol import RenderErrorCode
-from deckyard.storage import ArtifactStore
 
 log = logging.getLogger(__name__)
 

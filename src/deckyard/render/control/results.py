@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 
+from deckyard.artifacts import ArtifactStore
 from deckyard.clock import Clock
 from deckyard.config import Settings
 from deckyard.db import Database
@@ -22,7 +23,6 @@ from deckyard.render.control.models import RenderAttempt
 from deckyard.render.control.status import AttemptState
 from deckyard.render.control.store_attempts import ResultRefused, attempt_end, result_commit
 from deckyard.render.protocol import Receipt, RenderErrorCode
-from deckyard.storage import ArtifactStore
 
 log = logging.getLogger(__name__)
 

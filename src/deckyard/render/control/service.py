@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from deckyard.artifacts import ArtifactStore
 from deckyard.clock import SYSTEM_CLOCK, Clock
 from deckyard.config import Settings
 from deckyard.db import Database
@@ -29,7 +30,6 @@ from deckyard.render.control.store import (
 )
 from deckyard.render.control.store_attempts import attempts_of_request
 from deckyard.render.control.supervisor import Supervisor
-from deckyard.storage import ArtifactStore
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,7 @@
-"""`deckyard baseline`: run the whole instrumented server and report SQL per loop (seed 000 §6.2).
+"""Measuring `deckyard baseline`: the whole instrumented server, SQL per loop (seed 000 §6.2).
 
-The app runs in this process with every loop it normally runs and statement instrumentation on.
+A `Node` runs in this process under the API app (so every loop it normally runs, the API's
+housekeeping included), with statement instrumentation on.
 After a warm-up the counters are reset; an idle window is measured, then (with `--mixed`) a
 mixed load driven through the HTTP API in process. The idle figure for writes must be 0.
 """
@@ -19,8 +20,8 @@ import psutil
 from fastapi import FastAPI
 
 from deckyard.api.app import create_app
-from deckyard.api.state import loops_of
 from deckyard.config import Settings
+from deckyard.node import Node
 
 MixedLoad = Callable[[FastAPI, httpx.AsyncClient, float], Awaitable[dict[str, Any]]]
 
@@ -67,11 +68,11 @@ def _percentile(values: list[float], p: float) -> float:
 
 
 async def _window(
-    app: FastAPI, name: str, seconds: float, load: Callable[[], Awaitable[dict[str, Any]]] | None
+    node: Node, name: str, seconds: float, load: Callable[[], Awaitable[dict[str, Any]]] | None
 ) -> WindowReport:
-    db = app.state.db
+    db = node.db
     assert db.counter is not None
-    loops = loops_of(app.state)
+    loops = node.loops
     before_ticks = {lp.name: lp.stats.ticks for lp in loops}
     before_locked = db.stats.locked_errors
     db.counter.reset()
@@ -114,12 +115,14 @@ async def _window(
 async def run_baseline(
     settings: Settings, idle_seconds: float, mixed: MixedLoad | None, mixed_seconds: float
 ) -> list[WindowReport]:
-    """Start the instrumented app, measure an idle window and optionally a mixed one."""
-    app = create_app(settings.model_copy(update={"instrument_sql": True}))
+    """Start the instrumented node and app, measure an idle window and optionally a mixed one."""
+    instrumented = settings.model_copy(update={"instrument_sql": True})
+    node = Node(instrumented)
+    app = create_app(instrumented, node=node)
     reports = []
     async with app.router.lifespan_context(app):
         await asyncio.sleep(min(2.0, idle_seconds / 4))
-        reports.append(await _window(app, "idle", idle_seconds, None))
+        reports.append(await _window(node, "idle", idle_seconds, None))
         if mixed is not None:
             transport = httpx.ASGITransport(app=app)
             async with httpx.AsyncClient(transport=transport, base_url="http://baseline") as c:
@@ -127,7 +130,7 @@ async def run_baseline(
                 async def load() -> dict[str, Any]:
                     return await mixed(app, c, mixed_seconds)
 
-                reports.append(await _window(app, "mixed", mixed_seconds, load))
+                reports.append(await _window(node, "mixed", mixed_seconds, load))
     return reports
 
 

@@ -9,7 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import typer
 
+from deckyard.cli.common import load_settings
 from deckyard.config import Settings
 
 FONT_PACKAGES = {
@@ -190,3 +192,8 @@ def run_doctor(settings: Settings) -> int:
         if check.fix:
             print(f"         fix: {check.fix}")
     return 1 if any(c.ok is False for c in checks) else 0
+
+
+def doctor() -> None:
+    """Check Chromium, fonts, the database and renderers, and say what to do about each."""
+    raise typer.Exit(run_doctor(load_settings()))

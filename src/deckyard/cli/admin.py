@@ -1,4 +1,4 @@
-"""CLI commands for tokens and jobs.
+"""`deckyard migrate`, `deckyard token` and `deckyard jobs`: administering a database.
 
 With `--token` (or `DECKYARD_TOKEN`) job commands go through a running server's API. Without
 one they open the database directly, which a Lite server's SQLite file does not allow while it
@@ -17,7 +17,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from deckyard.cli import fail, load_settings
+from deckyard.cli.common import err, fail, load_settings
 from deckyard.clock import SYSTEM_CLOCK
 from deckyard.config import Settings
 
@@ -59,6 +59,28 @@ def _with_database(settings: Settings, role: str, fn: Callable[[Any], Awaitable[
         )
 
 
+def migrate(
+    database_url: Annotated[str | None, typer.Option("--database", help="Database URL.")] = None,
+    revision: Annotated[str, typer.Option(help="Target revision.")] = "head",
+    downgrade: Annotated[bool, typer.Option(help="Downgrade to the revision instead.")] = False,
+) -> None:
+    """Apply (or undo) database migrations."""
+    from deckyard.db.lite import LiteLockError, lite_lock
+    from deckyard.db.migrate import downgrade_to, upgrade_to
+
+    settings = load_settings(database_url=database_url)
+    url = settings.resolved_database_url
+    try:
+        with lite_lock(url, role="migrate"):
+            if downgrade:
+                asyncio.run(downgrade_to(url, revision))
+            else:
+                asyncio.run(upgrade_to(url, revision))
+    except LiteLockError as exc:
+        fail(str(exc))
+    err.print(f"database at {revision}" if not downgrade else f"downgraded to {revision}")
+
+
 @token_app.command("create")
 def token_create(
     workspace: Annotated[str, typer.Option(help="Workspace the token acts for.")],
@@ -96,8 +118,8 @@ def _api(server: str, token: str, method: str, path: str) -> Any:
         fail(f"cannot reach {server}: {exc}")
     if response.status_code >= 400:
         try:
-            err = response.json()["error"]
-            fail(f"{response.status_code} {err['code']}: {err['message']}")
+            problem = response.json()["error"]
+            fail(f"{response.status_code} {problem['code']}: {problem['message']}")
         except (ValueError, KeyError):
             fail(f"{response.status_code}: {response.text[:300]}")
     return response.json()

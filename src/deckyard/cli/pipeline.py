@@ -1,8 +1,8 @@
-"""`deckyard render` and `deckyard validate`: the whole deck pipeline in one process.
+"""The whole deck pipeline in one process, for `deckyard render` and `deckyard validate`.
 
-The app's lifespan runs in process (database, job runtime, render control plane with one
-supervised renderer, deck service), on an embedded SQLite in the output folder unless a database
-URL is given. Pages go through the same durable jobs as the HTTP API: `page.validate`, then
+A `Node` runs in process (database, job runtime, render control plane with one supervised
+renderer, deck service), on an embedded SQLite in the output folder unless a database URL is
+given. Pages go through the same durable jobs as the HTTP API: `page.validate`, then
 `page.screenshot`, `deck.build` and `deck.export`.
 
 Exit codes: 0 when every page passed (warnings allowed), 1 when a page or artefact failed for
@@ -26,7 +26,6 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from sqlalchemy import select
 
-from deckyard.api.app import create_app
 from deckyard.api.schema import workspaces
 from deckyard.config import Settings
 from deckyard.decks.errors import DeckSourceError
@@ -35,6 +34,7 @@ from deckyard.decks.source.folder import load_deck_folder
 from deckyard.decks.source.limits import DeckLimits
 from deckyard.decks.validation.result import Severity, ValidationResult, ValidationStatus
 from deckyard.jobs import Job, JobStatus
+from deckyard.node import Node
 from deckyard.render.protocol import ErrorKind, error_kind
 
 WORKSPACE = "local"
@@ -239,7 +239,6 @@ async def run_pipeline(
         source = load_deck_folder(deck_dir, DeckLimits.from_settings(settings))
         report = RunReport([PageRow(p.name) for p in source.pages])
         report.warnings = [w.describe() for w in source.warnings]
-        app = create_app(settings)
         with Progress(
             TextColumn("{task.description:>11}"),
             BarColumn(),
@@ -249,8 +248,8 @@ async def run_pipeline(
             transient=False,
         ) as progress:
             starting = progress.add_task("renderer", total=1)
-            async with app.router.lifespan_context(app):
-                service: DeckService = app.state.decks
+            async with Node(settings) as node:
+                service = node.decks
                 live = await _wait_for_renderer(service)
                 progress.update(starting, completed=1)
                 await _ensure_workspace(service)

@@ -1,0 +1,28 @@
+"""What every command shares: readable failures on stderr and settings with CLI overrides."""
+
+from __future__ import annotations
+
+from typing import Any, NoReturn
+
+import typer
+from rich.console import Console
+
+from deckyard.config import Settings, SettingsError
+
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def fail(lines: list[str] | str, code: int = 2) -> NoReturn:
+    """Print one readable line per problem to stderr and exit with `code`."""
+    for line in [lines] if isinstance(lines, str) else lines:
+        err.print(f"deckyard: {line}", markup=False)
+    raise typer.Exit(code)
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Settings from the environment plus command-line overrides; exit 2 when invalid."""
+    given = {k: v for k, v in overrides.items() if v is not None}
+    try:
+        return Settings.load(**given)
+    except SettingsError as exc:
+        fail(exc.problems)

@@ -1,0 +1,153 @@
+"""The composition root: one process's Deckyard, built and started in a fixed order.
+
+`Node` builds Database → Runtime → tasks → render control plane → decks → AI, then starts them
+in that order (migrating first when `migrate_on_start` is set) and stops them in reverse. Added
+components start last and stop first. The API's lifespan, `deckyard render`/`validate` and
+`deckyard baseline` all run a `Node`; the API only adds HTTP on top (its housekeeping loop
+joins through `Node.add`). Nothing here knows about HTTP.
+"""
+
+from __future__ import annotations
+
+import logging
+from types import TracebackType
+from typing import Protocol
+
+from deckyard import __version__
+from deckyard.ai.errors import AI_QUEUE
+from deckyard.ai.service import AiService
+from deckyard.clock import SYSTEM_CLOCK, Clock
+from deckyard.config import Settings
+from deckyard.db import Database
+from deckyard.db.migrate import upgrade
+from deckyard.decks.jobs.names import DECK_QUEUE
+from deckyard.decks.service import DeckService
+from deckyard.jobs import Runtime
+from deckyard.loop import Loop
+from deckyard.render.control.service import RenderService
+from deckyard.tasks import TaskExecutor
+
+log = logging.getLogger(__name__)
+
+
+class Component(Protocol):
+    """A long-lived part that runs background loops between `start()` and `stop()`."""
+
+    @property
+    def loops(self) -> list[Loop]:
+        """Its loops, once started."""
+        ...
+
+    def start(self) -> None:
+        """Start its loops."""
+        ...
+
+    async def stop(self) -> None:
+        """Stop its loops."""
+        ...
+
+
+class Node:
+    """Every component of one Deckyard process, wired together.
+
+    Construction opens nothing but the engine (the database is touched in `start()`); handlers
+    and workers are registered then, so `runtime.handlers` is complete before anything runs.
+    With `settings.background_loops` off, components start without their loops (a read-only
+    API process) and no renderer is supervised.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        self.settings = settings
+        self.clock = clock
+        self.db = Database.from_settings(settings)
+        self.runtime = Runtime(self.db, settings=settings, clock=clock, migrate=False)
+        self.tasks = TaskExecutor(self.db, self.runtime, settings, clock=clock)
+        self.render = RenderService(
+            self.db,
+            self.runtime,
+            settings,
+            clock=clock,
+            supervise=None if settings.background_loops else False,
+        )
+        self.decks = DeckService(
+            self.db, self.runtime, self.render, self.tasks, settings, clock=clock
+        )
+        self.ai = AiService(self.db, self.runtime, self.decks, settings, clock=clock)
+        queues = {h.queue for h in self.runtime.handlers.values()}
+        self.runtime.worker(sorted(queues - {DECK_QUEUE, AI_QUEUE}))
+        self.runtime.worker([DECK_QUEUE], concurrency=settings.deck_job_concurrency)
+        if self.ai.configured:
+            self.runtime.worker([AI_QUEUE], concurrency=settings.ai_job_concurrency)
+        self.extras: list[Component] = []
+        self.started = False
+
+    def add(self, component: Component) -> None:
+        """Run `component` too: started after the rest, stopped before them."""
+        if self.started:
+            raise RuntimeError("add components before the node starts")
+        self.extras.append(component)
+
+    @property
+    def loop_owners(self) -> list[Runtime | TaskExecutor | RenderService | Component]:
+        """Every component that runs loops, in start order (for `/readyz`, metrics, baseline)."""
+        return [self.runtime, self.tasks, self.render, *self.extras]
+
+    @property
+    def loops(self) -> list[Loop]:
+        """Every background loop of every component."""
+        return [loop for owner in self.loop_owners for loop in owner.loops]
+
+    async def start(self) -> None:
+        """Migrate (when configured), then start runtime, tasks, render, extras in that order."""
+        if self.started:
+            return
+        s = self.settings
+        if s.migrate_on_start:
+            await upgrade(self.db)
+        await self.runtime.start(run_loops=s.background_loops)
+        await self.tasks.start(run_loops=s.background_loops)
+        if s.background_loops:
+            await self.render.start()
+            for extra in self.extras:
+                extra.start()
+        self.started = True
+        log.info(
+            "deckyard %s ready on %s; loops: %s",
+            __version__,
+            self.db.display_name,
+            ", ".join(lp.name for lp in self.runtime.loops if lp.alive) or "none",
+        )
+
+    async def stop(self) -> None:
+        """Stop everything in reverse start order and close the database."""
+        try:
+            for extra in reversed(self.extras):
+                await extra.stop()
+            await self.render.stop()
+            await self.tasks.stop()
+            await self.runtime.stop()
+            await self.ai.close()
+        finally:
+            await self.db.dispose()
+            self.started = False
+
+    async def __aenter__(self) -> Node:
+        try:
+            await self.start()
+        except BaseException:
+            await self.stop()
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()

@@ -17,13 +17,14 @@ import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, cast
-
-import openai
+from typing import TYPE_CHECKING, Any, cast
 
 from deckyard.ai.errors import AiErrorCode
 from deckyard.config import Settings
 from deckyard.jobs import JobError
+
+if TYPE_CHECKING:
+    import openai
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +120,8 @@ def retry_after_seconds(headers: Mapping[str, str], cap: float) -> float | None:
 
 def provider_error(exc: Exception, retry_after_cap: float) -> JobError:
     """The job error for a failed provider call: retryable for 429, 5xx and transport faults."""
+    import openai  # lazily, see AiProvider.__init__
+
     if isinstance(exc, openai.APIStatusError):
         status = exc.status_code
         detail = f"provider answered {status}: {str(exc.message)[:300]}"
@@ -154,9 +157,13 @@ class AiProvider:
     def __init__(self, settings: Settings) -> None:
         if settings.ai_base_url is None:
             raise ValueError("no AI provider is configured (DECKYARD_AI_BASE_URL)")
+        # Imported here, not at module level: the SDK takes ~0.5 s to import (seconds on a busy
+        # machine), and every `deckyard` command imports this module whether it uses AI or not.
+        import openai
+
         self.settings = settings
         key = settings.ai_api_key.get_secret_value() if settings.ai_api_key else "unused"
-        self.client = openai.AsyncOpenAI(
+        self.client: openai.AsyncOpenAI = openai.AsyncOpenAI(
             base_url=settings.ai_base_url,
             api_key=key,
             timeout=openai.Timeout(
@@ -176,6 +183,8 @@ class AiProvider:
 
     @asynccontextmanager
     async def _call(self, workspace_id: str | None) -> AsyncIterator[None]:
+        import openai  # lazily, see __init__
+
         sem = self._slots.of(workspace_id or "")
         async with sem:
             try:

@@ -69,6 +69,14 @@ class Settings(BaseSettings):
     background_loops: bool = True
     api_max_body_bytes: int = Field(64 * 1024 * 1024, ge=1024)
     idempotency_retention_seconds: float = Field(24 * 3600.0, gt=0)
+    readyz_token: str | None = Field(
+        None,
+        min_length=16,
+        description="Bearer token that shows /readyz details (paths, URLs, errors, loops).",
+    )
+    readyz_public_details: bool = Field(
+        False, description="Show /readyz details to anyone (a private network, a dev box)."
+    )
 
     # --- job runtime -----------------------------------------------------------------------
     job_poll_interval_seconds: float = Field(0.25, gt=0)

@@ -79,9 +79,12 @@ def test_help_lists_the_commands(tmp_path: Path) -> None:
 
 
 def test_reconciliation_and_loop_flags(tmp_path: Path, servers: list[Server]) -> None:
-    plain = Server(["--reconciliation-interval-seconds", "7"], clean_env(tmp_path / "a"), tmp_path)
-    disabled = Server(["--disable-reconciliation-loop"], clean_env(tmp_path / "b"), tmp_path)
-    quiet = Server(["--no-background-loops"], clean_env(tmp_path / "c"), tmp_path)
+    def env(name: str) -> dict[str, str]:
+        return clean_env(tmp_path / name, DECKYARD_READYZ_PUBLIC_DETAILS="true")
+
+    plain = Server(["--reconciliation-interval-seconds", "7"], env("a"), tmp_path)
+    disabled = Server(["--disable-reconciliation-loop"], env("b"), tmp_path)
+    quiet = Server(["--no-background-loops"], env("c"), tmp_path)
     servers.extend([plain, disabled, quiet])
     for s in servers:
         s.wait_ready()

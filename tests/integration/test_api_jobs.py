@@ -129,12 +129,16 @@ async def test_bad_input_names_the_field_and_big_bodies_get_413(db_url: str) -> 
         assert missing.json()["error"]["code"] == "NOT_FOUND"
 
 
+OPS_TOKEN = "ops-token-0123456789"
+OPS = {"authorization": f"Bearer {OPS_TOKEN}"}
+
+
 async def test_readyz_reports_loops_and_queues(db_url: str) -> None:
-    async with running_app(db_url) as (app, client):
+    async with running_app(db_url, readyz_token=OPS_TOKEN) as (app, client):
         rt: Runtime = app.state.runtime
         await rt.enqueue("k", queue="parked", run_at=3600)
         await asyncio.sleep(0.2)
-        ready = await client.get("/readyz")
+        ready = await client.get("/readyz", headers=OPS)
         assert ready.status_code == 200
         body = ready.json()
         names = {lp["name"] for lp in body["checks"]["loops"]["loops"]}
@@ -145,6 +149,29 @@ async def test_readyz_reports_loops_and_queues(db_url: str) -> None:
         dead = await client.get("/readyz")
         assert dead.status_code == 503
         assert (await client.get("/healthz")).status_code == 200
+
+
+async def test_readyz_shows_details_only_with_the_token(db_url: str) -> None:
+    async with running_app(db_url, readyz_token=OPS_TOKEN) as (app, client):
+        public = await client.get("/readyz")
+        assert public.status_code == 200
+        body = public.json()
+        assert body["status"] == "ready"
+        assert body["checks"] and all(c == {"ok": True} for c in body["checks"].values())
+        text = public.text
+        assert app.state.db.display_name not in text and "127.0.0.1" not in text
+        assert app.state.render.store.url not in text
+        wrong = await client.get("/readyz", headers={"authorization": "Bearer nope"})
+        assert wrong.json() == body
+        detailed = (await client.get("/readyz", headers=OPS)).json()
+        assert detailed["checks"]["database"]["url"] == app.state.db.display_name
+        await app.state.runtime.maintenance.loops[0].stop()
+        dead = await client.get("/readyz")
+        assert dead.status_code == 503
+        assert dead.json()["checks"]["loops"] == {"ok": False}
+    async with running_app(db_url, readyz_public_details=True) as (app, client):
+        shown = (await client.get("/readyz")).json()
+        assert shown["checks"]["database"]["url"] == app.state.db.display_name
 
 
 async def test_metrics_parse_and_move_with_work(db_url: str) -> None:
@@ -222,7 +249,7 @@ async def test_readyz_follows_the_database_going_and_coming_back(db_url: str) ->
     from tests.conftest import PG_URL
     from tests.helpers.runtime import eventually
 
-    async with running_app(db_url) as (_app, client):
+    async with running_app(db_url, readyz_public_details=True) as (_app, client):
         assert (await client.get("/readyz")).status_code == 200
         if db_url.startswith("sqlite"):
             path = Path(make_url(db_url).database or "")

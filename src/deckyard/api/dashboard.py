@@ -9,7 +9,6 @@ state-changing calls from the page add `X-Deckyard-UI: 1` (see `deckyard.api.aut
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -23,7 +22,7 @@ from fastapi.sse import EventSourceResponse, ServerSentEvent
 from deckyard.api.auth import SESSION_COOKIE, Principal, current_principal, token_resolve
 from deckyard.api.dashboard_format import templates
 from deckyard.api.errors import ApiError
-from deckyard.api.health import readyz
+from deckyard.api.health import readiness
 from deckyard.api.jobs import JobOut, StatusName, owned_job, runtime_of
 from deckyard.api.params import AfterId, BeforeId, RowId, bounded_id
 from deckyard.api.tasks import TaskEventOut, executor_of, owned_task, task_out
@@ -143,8 +142,9 @@ async def overview(request: Request) -> Response:
     principal = await signed_in(request)
     if principal is None:
         return to_sign_in(request)
-    ready = json.loads(bytes((await readyz(request)).body))
-    depths: dict[str, dict[str, int]] = ready["checks"].get("queues", {}).get("depths", {})
+    is_ready, checks = await readiness(request.app.state)
+    ready = {"status": "ready" if is_ready else "not ready", "checks": checks}
+    depths: dict[str, dict[str, int]] = checks.get("queues", {}).get("depths", {})
     totals = {s: sum(d.get(s, 0) for d in depths.values()) for s in ("pending", "running")}
     peak = max((sum(d.values()) for d in depths.values()), default=1) or 1
     return page(

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import hmac
 from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
+from starlette.datastructures import State
 
 from deckyard.api.state import loops_of
 
@@ -22,13 +24,37 @@ def _first_line(exc: BaseException) -> str:
     return (str(exc).splitlines() or [type(exc).__name__])[0][:300]
 
 
+def details_allowed(request: Request) -> bool:
+    """Whether this caller may see readiness details (paths, URLs, errors, loop figures).
+
+    With `readyz_public_details` anyone may; otherwise only a bearer of `readyz_token`.
+    """
+    settings = request.app.state.settings
+    if settings.readyz_public_details:
+        return True
+    token = settings.readyz_token
+    given = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
+    return token is not None and hmac.compare_digest(given.encode(), token.encode())
+
+
 @router.get("/readyz")
 async def readyz(request: Request) -> JSONResponse:
     """Readiness: database writable, every loop alive (with its last tick), queue depths.
 
-    503 when any check fails. It reads but never writes.
+    503 when any check fails. It reads but never writes. Without the readiness token each check
+    shows only whether it is ok, so which component is not ready is public, and nothing else.
     """
-    state = request.app.state
+    ready, checks = await readiness(request.app.state)
+    if not details_allowed(request):
+        checks = {name: {"ok": check["ok"]} for name, check in checks.items()}
+    return JSONResponse(
+        {"status": "ready" if ready else "not ready", "checks": checks},
+        status_code=200 if ready else 503,
+    )
+
+
+async def readiness(state: State) -> tuple[bool, dict[str, Any]]:
+    """Whether the node is ready, and every check with its details."""
     checks: dict[str, Any] = {}
     ready = True
     try:
@@ -80,7 +106,4 @@ async def readyz(request: Request) -> JSONResponse:
                 }
             except Exception as exc:
                 checks["renderers"] = {"ok": False, "error": _first_line(exc)}
-    return JSONResponse(
-        {"status": "ready" if ready else "not ready", "checks": checks},
-        status_code=200 if ready else 503,
-    )
+    return ready, checks

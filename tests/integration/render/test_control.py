@@ -22,12 +22,15 @@ from deckyard.clock import FakeClock
 from deckyard.config import Settings
 from deckyard.db import Database
 from deckyard.db.migrate import upgrade
-from deckyard.render.control.admission import RenderQueueFull, queue_check
+from deckyard.jobs import Runtime
+from deckyard.render.control.admission import RenderQueueFull
 from deckyard.render.control.client import RendererSource, RendererSources
 from deckyard.render.control.coordinator import Coordinator
 from deckyard.render.control.models import RenderRequest
 from deckyard.render.control.schema import render_attempts, render_requests, render_workers
 from deckyard.render.control.screenshots import wait_for_terminal
+from deckyard.render.control.service import RenderService
+from deckyard.render.control.spec import ScreenshotSpec
 from deckyard.render.control.status import AttemptState, RequestStatus
 from deckyard.render.control.store import NewRequest, request_get, request_insert
 from deckyard.render.control.store_attempts import (
@@ -234,25 +237,29 @@ async def test_admission_respects_global_and_workspace_caps(db: Database, tmp_pa
     await p.coordinator.client.aclose()
 
 
-async def test_queue_limits_refuse_new_requests(db: Database, tmp_path: Path) -> None:
-    p = make_plane(
-        db,
-        tmp_path,
-        FakeRenderer("http://r1"),
+async def test_queue_limits_refuse_new_screenshots(db: Database, tmp_path: Path) -> None:
+    s = settings(
         render_queue_limit=3,
         render_workspace_queue_limit=2,
+        renderers=0,
+        data_dir=tmp_path,
     )
-    await p.request("a", 1)
-    await p.request("a", 2)
-    async with db.read_connection() as conn:
-        with pytest.raises(RenderQueueFull, match="workspace a"):
-            await queue_check(conn, p.settings, "a")
-        await queue_check(conn, p.settings, "b")
-    await p.request("b", 1)
-    async with db.read_connection() as conn:
-        with pytest.raises(RenderQueueFull) as info:
-            await queue_check(conn, p.settings, "c")
+    runtime = Runtime(db, settings=s, migrate=False)
+    service = RenderService(db, runtime, s, supervise=False)
+
+    def spec(n: int) -> ScreenshotSpec:
+        return ScreenshotSpec(html=f"<p>{n}</p>")
+
+    await service.screenshot(spec(1), workspace_id="a")
+    await service.screenshot(spec(2), workspace_id="a")
+    with pytest.raises(RenderQueueFull, match="workspace a"):
+        await service.screenshot(spec(3), workspace_id="a")
+    await service.screenshot(spec(1), workspace_id="b")
+    with pytest.raises(RenderQueueFull) as info:
+        await service.screenshot(spec(1), workspace_id="c")
     assert info.value.code == "RENDER_QUEUE_FULL"
+    assert info.value.retry_after == s.render_retry_after_seconds
+    assert sum(sum(d.values()) for d in (await runtime.depths()).values()) == 3
 
 
 # --- leases, receipts, recovery ---------------------------------------------------------------

@@ -21,7 +21,6 @@ from deckyard.render.control.store import (
     renderer_list,
     request_admit,
     request_finish,
-    request_queue_depth,
     requests_due,
 )
 from deckyard.render.protocol import RenderErrorCode
@@ -37,17 +36,21 @@ class RenderQueueFull(Exception):
         self.retry_after = retry_after
 
 
-async def queue_check(conn: AsyncConnection, settings: Settings, workspace_id: str) -> None:
-    """Refuse a new request with `RenderQueueFull` when a queue limit is reached."""
-    total, mine = await request_queue_depth(conn, workspace_id)
+def queue_check(settings: Settings, workspace_id: str, total: int, mine: int) -> None:
+    """Refuse a new screenshot with `RenderQueueFull` when a queue limit is reached.
+
+    `total` and `mine` count active screenshot jobs (everyone's, this workspace's), read in the
+    submitting transaction under the admission lock. This is the one queue limit: a job that
+    got in opens its render request without a second check.
+    """
     retry = settings.render_retry_after_seconds
     if total >= settings.render_queue_limit:
         raise RenderQueueFull(
-            f"{total} render requests are queued (limit {settings.render_queue_limit})", retry
+            f"{total} screenshots are queued (limit {settings.render_queue_limit})", retry
         )
     if mine >= settings.render_workspace_queue_limit:
         raise RenderQueueFull(
-            f"workspace {workspace_id} has {mine} render requests queued "
+            f"workspace {workspace_id} has {mine} screenshots queued "
             f"(limit {settings.render_workspace_queue_limit})",
             retry,
         )

@@ -27,7 +27,6 @@ from deckyard.clock import Clock
 from deckyard.config import Settings
 from deckyard.db import Database
 from deckyard.jobs import JobContext, JobError, JobErrorCode, JobStatus, Runtime
-from deckyard.render.control.admission import RenderQueueFull, queue_check
 from deckyard.render.control.models import RenderRequest
 from deckyard.render.control.spec import ScreenshotSpec
 from deckyard.render.control.status import WAKE_REQUESTS, RequestStatus
@@ -118,10 +117,6 @@ class ScreenshotHandler:
             if asked or status != JobStatus.RUNNING.value:
                 raise JobError(JobErrorCode.CANCELLED.value, "cancelled", retryable=False)
             await self.db.acquire_admission_lock(conn)
-            try:
-                await queue_check(conn, self.settings, workspace)
-            except RenderQueueFull as exc:
-                raise JobError(exc.code.value, str(exc), retryable=True) from None
             request, created = await request_insert(self.db, conn, new, now)
             if not created:
                 await request_adopt(conn, request.id, ctx.id, now)

@@ -11,7 +11,7 @@ from deckyard.config import Settings
 from deckyard.db import Database
 from deckyard.jobs import Job, Runtime
 from deckyard.loop import Loop
-from deckyard.render.control.admission import RenderQueueFull
+from deckyard.render.control.admission import RenderQueueFull, queue_check
 from deckyard.render.control.client import RendererSources, configured_sources
 from deckyard.render.control.coordinator import Coordinator
 from deckyard.render.control.models import RenderAttempt, RenderRequest
@@ -130,7 +130,8 @@ class RenderService:
         payload = {"spec": spec.model_dump(mode="json"), "dedupe": dedupe}
         async with self.db.write_transaction() as conn:
             await self.db.acquire_admission_lock(conn)
-            await self._queue_check(conn, workspace_id)
+            total, mine = await self.runtime.active_count(SCREENSHOT_KIND, workspace_id, conn=conn)
+            queue_check(self.settings, workspace_id, total, mine)
             return await self.runtime.enqueue(
                 SCREENSHOT_KIND,
                 payload,
@@ -139,21 +140,6 @@ class RenderService:
                 workspace_id=workspace_id,
                 parent_id=parent_id,
                 conn=conn,
-            )
-
-    async def _queue_check(self, conn: Any, workspace_id: str) -> None:
-        total, mine = await self.runtime.active_count(SCREENSHOT_KIND, workspace_id, conn=conn)
-        s = self.settings
-        if total >= s.render_queue_limit:
-            raise RenderQueueFull(
-                f"{total} screenshots are queued (limit {s.render_queue_limit})",
-                s.render_retry_after_seconds,
-            )
-        if mine >= s.render_workspace_queue_limit:
-            raise RenderQueueFull(
-                f"workspace {workspace_id} has {mine} screenshots queued "
-                f"(limit {s.render_workspace_queue_limit})",
-                s.render_retry_after_seconds,
             )
 
     async def request_for_job(self, job_id: int) -> RenderRequest | None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import case, func, insert, select, text, update
+from sqlalchemy import func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from deckyard.db import Database
@@ -139,19 +139,6 @@ async def request_counts(conn: AsyncConnection) -> list[tuple[str, str, int]]:
         select(R.c.status, R.c.error_code, func.count()).group_by(R.c.status, R.c.error_code)
     )
     return [(str(r[0]), str(r[1] or ""), int(r[2])) for r in rows]
-
-
-async def request_queue_depth(conn: AsyncConnection, workspace_id: str) -> tuple[int, int]:
-    """Active requests (pending or running): (everyone's, this workspace's)."""
-    row = (
-        await conn.execute(
-            select(
-                func.count(),
-                func.coalesce(func.sum(case((R.c.workspace_id == workspace_id, 1), else_=0)), 0),
-            ).where(R.c.status.in_(ACTIVE))
-        )
-    ).one()
-    return int(row[0]), int(row[1])
 
 
 async def requests_due(conn: AsyncConnection, now: datetime, limit: int) -> list[RenderRequest]:

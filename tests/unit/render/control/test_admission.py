@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from deckyard.render.control.admission import free_slot
+import pytest
+
+from deckyard.config import Settings
+from deckyard.render.control.admission import RenderQueueFull, free_slot, queue_check
 from deckyard.render.control.models import Renderer
 from deckyard.render.control.status import RendererState
 
@@ -47,3 +50,13 @@ def test_none_when_every_slot_is_held() -> None:
     one, empty = renderer(1, 2), renderer(2, 0)
     assert free_slot([one, empty], {(1, "e1"): {0, 1}}) is None
     assert free_slot([], {}) is None
+
+
+def test_queue_check_refuses_at_the_global_then_the_workspace_limit() -> None:
+    s = Settings.load(render_queue_limit=10, render_workspace_queue_limit=3)
+    queue_check(s, "a", total=9, mine=2)
+    with pytest.raises(RenderQueueFull, match="10 screenshots are queued") as full:
+        queue_check(s, "a", total=10, mine=0)
+    assert full.value.retry_after == s.render_retry_after_seconds
+    with pytest.raises(RenderQueueFull, match="workspace a has 3 screenshots queued"):
+        queue_check(s, "a", total=5, mine=3)

@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.drills.support import zombies
 from tests.helpers.server import Server, clean_env, event_types
 
 pytestmark = [pytest.mark.processes, pytest.mark.slow]
@@ -104,6 +105,14 @@ def until(check: Callable[[], bool], timeout: float) -> None:
         time.sleep(0.2)
 
 
+@pytest.fixture(autouse=True)
+def hygiene() -> Iterator[None]:
+    """Scoped to this drill's own processes: other tests may run Chromium on the machine."""
+    before = zombies()
+    yield
+    until(lambda: not (zombies() - before), 5)  # a zombie about to be reaped is fine
+
+
 def test_killed_external_worker_every_job_once(
     tmp_path: Path, servers: list[Server], agents: list[Agent]
 ) -> None:
@@ -116,7 +125,7 @@ def test_killed_external_worker_every_job_once(
     with httpx.Client(base_url=server.url, timeout=30) as client:
         first = client.post(
             "/v1/queues/drill/jobs",
-            json={"kind": "demo", "payload": {"seconds": 30}},
+            json={"kind": "demo", "payload": {"seconds": 5}},
             headers=member,
         )
         assert first.status_code == 201, first.text
@@ -124,6 +133,8 @@ def test_killed_external_worker_every_job_once(
         doomed = Agent(server.url, worker_token, "doomed", env)
         agents.append(doomed)
         assert doomed.wait_line("claimed ").split()[1] == str(ids[0])
+        os.killpg(doomed.proc.pid, signal.SIGKILL)  # mid-job: it sleeps 5 s before completing
+        doomed.proc.wait(10)
         for i in range(N - 1):
             r = client.post(
                 "/v1/queues/drill/jobs",
@@ -133,14 +144,13 @@ def test_killed_external_worker_every_job_once(
             ids.append(r.json()["id"])
         survivor = Agent(server.url, worker_token, "survivor", env)
         agents.append(survivor)
-        os.killpg(doomed.proc.pid, signal.SIGKILL)
-        doomed.proc.wait(10)
 
         def job(i: int) -> dict[str, object]:
             out: dict[str, object] = client.get(f"/v1/jobs/{i}", headers=member).json()
             return out
 
         until(lambda: all(job(i)["status"] in ("succeeded", "failed") for i in ids), 120)
+
         jobs = [job(i) for i in ids]
         assert [j["status"] for j in jobs] == ["succeeded"] * N
         assert all(j["result"]["worker"] == "survivor" for j in jobs)  # type: ignore[index]

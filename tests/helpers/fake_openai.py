@@ -136,8 +136,8 @@ class FakeOpenAI:
         try:
             while await self._one(reader, writer):
                 pass
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
+            pass  # a hang-up, or `stop()` ending the connection
         finally:
             self._tasks.discard(task)
             writer.close()
@@ -206,3 +206,25 @@ class FakeOpenAI:
                 }
             return reply
         return Reply(status=404, body={"error": {"message": f"no route {seen.path}"}})
+
+
+class ThreadedFakeOpenAI:
+    """A `FakeOpenAI` on its own event loop in a thread, for tests that block (drills)."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.fake = FakeOpenAI()
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+
+    def __enter__(self) -> FakeOpenAI:
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self.fake.start(), self._loop).result(10)
+        return self.fake
+
+    def __exit__(self, *exc: object) -> None:
+        asyncio.run_coroutine_threadsafe(self.fake.stop(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        self._loop.close()

@@ -339,6 +339,8 @@ async def test_catalog_writes_only_on_change_and_survives_failures(db_url: str) 
         broken = await sync()
         assert broken.status == "failed" and broken.error_code == "AI_PROVIDER_ERROR"
         assert ai.catalog.failures == 1
+        scraped = (await client.get("/metrics")).text
+        assert "deckyard_ai_catalog_sync_failures_total 1.0" in scraped
 
         fake.models = ["fake-text", "new-model"]
         changed = await sync()

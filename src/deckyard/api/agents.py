@@ -8,6 +8,9 @@ workspace. A `worker` token may call only the claim routes; enqueueing needs a `
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import Awaitable
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -16,6 +19,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from deckyard.ai.external import (
+    Claimed,
     ExternalWorkers,
     FencingToken,
     NotExternal,
@@ -94,6 +98,30 @@ class HeartbeatOut(BaseModel):
     cancel_requested: bool
 
 
+async def _unless_hung_up(request: Request, claiming: Awaitable[Claimed | None]) -> Claimed | None:
+    """The claim, or None as soon as the client hangs up (a long poll must not outlive it).
+
+    A claim cut off just after it took a job leaves that job to lease expiry and recovery.
+    """
+    task = asyncio.ensure_future(claiming)
+
+    async def hung_up() -> None:
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+
+    watcher = asyncio.ensure_future(hung_up())
+    try:
+        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watcher.cancel()
+    if not task.done():
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        return None
+    return task.result()
+
+
 def workers(request: Request) -> ExternalWorkers:
     """The app's external-worker protocol."""
     service: AiService = request.app.state.ai
@@ -160,7 +188,7 @@ async def claim(
     ext = workers(request)
     ask = body or ClaimIn()
     wait = min(ask.wait_seconds, ext.settings.ai_external_claim_max_wait_seconds)
-    got = await ext.claim(principal.workspace_id, queue, ask.worker, wait)
+    got = await _unless_hung_up(request, ext.claim(principal.workspace_id, queue, ask.worker, wait))
     if got is None:
         return Response(status_code=204)
     out = ClaimOut(

@@ -8,11 +8,13 @@ every route here answers 503 `AI_NOT_CONFIGURED`.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Depends, Request
 from fastapi.responses import JSONResponse
+from prometheus_client.core import CounterMetricFamily, Metric
 from pydantic import BaseModel, ConfigDict, Field
 
 from deckyard.ai.errors import AiErrorCode
@@ -167,3 +169,24 @@ async def list_models(request: Request, principal: Caller) -> list[ModelOut]:
         )
         for r in rows
     ]
+
+
+def ai_metrics(service: AiService) -> Callable[[], Iterator[Metric]]:
+    """A `/metrics` source: catalog syncs that failed and that changed the catalog."""
+
+    def collect() -> Iterator[Metric]:
+        catalog = service.catalog
+        if catalog is None:
+            return
+        failed = CounterMetricFamily(
+            "deckyard_ai_catalog_sync_failures", "Model catalog syncs whose provider call failed."
+        )
+        failed.add_metric([], catalog.failures)
+        changed = CounterMetricFamily(
+            "deckyard_ai_catalog_changes", "Model catalog syncs that found a changed list."
+        )
+        changed.add_metric([], catalog.changes)
+        yield failed
+        yield changed
+
+    return collect

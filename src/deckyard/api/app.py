@@ -9,6 +9,7 @@ from fastapi import FastAPI
 
 from deckyard import __version__
 from deckyard.api.agents import router as agents_router
+from deckyard.api.ai import ai_metrics
 from deckyard.api.ai import router as ai_router
 from deckyard.api.dashboard import router as dashboard_router
 from deckyard.api.deck_pages import router as deck_pages_router
@@ -46,7 +47,7 @@ def create_app(settings: Settings, *, node: Node | None = None) -> FastAPI:
         app.state.decks = n.decks
         app.state.ai = n.ai
         app.state.loop_owners = n.loop_owners
-        app.state.metric_sources = []
+        app.state.metric_sources = [ai_metrics(n.ai)]
         async with n:
             yield
 

@@ -212,9 +212,37 @@ def test_openapi_describes_the_editing_routes(node: Node) -> None:
         "/v1/decks/{deck_id}/pages/{page}/versions/{number}": {"get"},
         "/v1/decks/{deck_id}/pages/{page}/versions/{number}/revert": {"post"},
         "/v1/decks/{deck_id}/pages/{page}/diff": {"get"},
+        "/v1/decks/{deck_id}": {"get", "delete"},
+        "/v1/decks/{deck_id}/copy": {"post"},
     }
     for path, methods in expected.items():
         assert methods <= set(paths[path]), path
     put = paths["/v1/decks/{deck_id}/pages/{page}"]["put"]
     assert "If-Match" in {p["name"] for p in put["parameters"]}
     assert "409" in put["responses"]
+
+
+def test_copy_and_delete_a_deck(node: Node) -> None:
+    deck_id = two_page_deck(node)
+    base = f"/v1/decks/{deck_id}"
+    edit = {"source": "# Hello\n\nedited\n", **SKIP}
+    assert node.call("PUT", f"{base}/pages/01-hello", json=edit).status_code == 201
+    bad = node.call("POST", f"{base}/copy", json={"title": ""})
+    assert bad.status_code == 422 and bad.json()["error"]["field"] == "title"
+    copy = node.call("POST", f"{base}/copy", json={"title": "Copy"})
+    assert copy.status_code == 201, copy.text
+    copied = copy.json()
+    assert copied["title"] == "Copy" and copied["id"] != deck_id
+    assert [(p["page"], p["number"]) for p in copied["pages"]] == [("01-hello", 1), ("02-end", 1)]
+    page = node.call("GET", f"/v1/decks/{copied['id']}/pages/01-hello").json()
+    assert page["source"] == edit["source"]
+    assert page["validation"]["stages"]["render"]["status"] == "skipped"
+
+    stale = node.call("DELETE", base, headers={"if-match": '"1"'})
+    assert stale.status_code == 409 and stale.json()["error"]["current_version"] == 2
+    assert node.call("DELETE", base, headers={"if-match": '"2"'}).status_code == 204
+    assert node.call("GET", base).status_code == 404
+    assert node.call("DELETE", base).status_code == 404
+    assert node.call("GET", f"/v1/decks/{copied['id']}/pages/01-hello").status_code == 200
+    listed = [d["id"] for d in node.call("GET", "/v1/decks").json()]
+    assert listed == [copied["id"]]

@@ -15,6 +15,7 @@ from fastapi.responses import JSONResponse
 
 from deckyard.api.auth import Principal, current_principal
 from deckyard.api.deck_views import (
+    DeckCopy,
     DeckOut,
     PageDiffOut,
     PageEdit,
@@ -67,10 +68,52 @@ def edit_refused(exc: DeckEditError) -> ApiError:
             headers={"ETag": etag(exc.current or 0)},
             extra={"current_version": exc.current},
         )
-    status = 404 if exc.code is DeckEditErrorCode.PAGE_NOT_FOUND else 409
+    missing = (DeckEditErrorCode.PAGE_NOT_FOUND, DeckEditErrorCode.DECK_NOT_FOUND)
+    status = 404 if exc.code in missing else 409
     if exc.code is DeckEditErrorCode.ORDER_MISMATCH:
         status = 422
     return ApiError(status, str(exc.code), exc.message, field=exc.field)
+
+
+@router.delete("/{deck_id:int}", status_code=204, responses=DIRECT_RESPONSES)
+async def delete_deck(
+    request: Request, principal: Caller, deck_id: RowId, if_match_header: IfMatch = None
+) -> Response:
+    """Delete a deck with its pages, history, assets and the screenshots its versions made.
+
+    `If-Match` is the deck's ETag. Build and export artefacts belong to their jobs and go
+    with job retention.
+    """
+    service = deck_service(request)
+    base = if_match(if_match_header, service.settings)
+    await owned_deck(request, principal, deck_id)
+    try:
+        await service.edits.delete(deck_id, base)
+    except DeckEditError as exc:
+        raise edit_refused(exc) from None
+    return Response(status_code=204)
+
+
+@router.post("/{deck_id:int}/copy", status_code=201, response_model=DeckOut)
+async def copy_deck(
+    request: Request,
+    principal: Caller,
+    deck_id: RowId,
+    body: Annotated[DeckCopy | None, Body()] = None,
+) -> JSONResponse:
+    """Copy a deck: its pages' current versions (as version 1, validation kept), its assets."""
+    deck = await owned_deck(request, principal, deck_id)
+    title = (body.title if body and body.title else None) or f"{deck.title} (copy)"[:300]
+    try:
+        new_id = await deck_service(request).edits.copy(deck_id, title)
+    except DeckEditError as exc:
+        raise edit_refused(exc) from None
+    made = await owned_deck(request, principal, new_id)
+    return JSONResponse(
+        DeckOut.of(made).model_dump(mode="json"),
+        status_code=201,
+        headers={"ETag": etag(made.version), "Location": f"/v1/decks/{new_id}"},
+    )
 
 
 @router.get("/{deck_id:int}/pages/{page}", response_model=PageOut)

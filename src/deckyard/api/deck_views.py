@@ -172,6 +172,14 @@ class PageOrder(BaseModel):
     pages: list[str] = Field(min_length=1)
 
 
+class DeckCopy(BaseModel):
+    """The copy's title (default: the original's with " (copy)")."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    title: str | None = Field(None, min_length=1, max_length=300)
+
+
 class PageRevert(BaseModel):
     """Options of a revert (it is a new version through the write gate)."""
 

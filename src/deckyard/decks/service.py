@@ -15,6 +15,7 @@ from deckyard.clock import SYSTEM_CLOCK, Clock
 from deckyard.config import Settings
 from deckyard.db import Database
 from deckyard.decks.compile.documents import compile_deck_report
+from deckyard.decks.deck_edits import DeckEdits
 from deckyard.decks.errors import CompileProblem
 from deckyard.decks.jobs.deck_jobs import DeckJobs
 from deckyard.decks.jobs.names import (
@@ -79,6 +80,7 @@ class DeckService:
         self.page_jobs = PageJobs(db, settings, clock, self.gateway, self.validator)
         self.deck_jobs = DeckJobs(db, settings, render.store, self.gateway)
         self.pages = PageEdits(db, clock)
+        self.edits = DeckEdits(db, render.store, clock)
         handlers = {
             DeckJobKind.PAGE_VALIDATE: self.page_jobs.validate,
             DeckJobKind.PAGE_EDIT: self.page_jobs.edit,

@@ -134,6 +134,12 @@ class Settings(BaseSettings):
     renderer_diagnostics_max_items: int = Field(50, ge=1, le=10_000)
     renderer_diagnostics_max_chars: int = Field(500, ge=16, le=100_000)
     renderer_overflow_scan_limit: int = Field(2000, ge=0, le=1_000_000)
+    renderer_min_text_contrast: float = Field(
+        1.2,
+        ge=1.0,
+        le=21.0,
+        description="Text under this contrast ratio with what is behind it is invisible (fails).",
+    )
     renderer_max_batch_ids: int = Field(200, ge=1, le=10_000)
     renderer_tab_reuse_limit: int = Field(
         50,

@@ -148,6 +148,27 @@ def test_diagnostics_report_page_problems(renderer: RendererProcess) -> None:
     assert diagnostics["timings"]["capture_ms"] > 0
 
 
+def test_text_in_its_background_colour_is_reported_as_invisible(
+    renderer: RendererProcess,
+) -> None:
+    page = """<html><body style="margin:0;background:#fff">
+    <section style="background:rgb(250,250,250)"><h1 style="color:#fff">White on white</h1>
+    <p style="color:#222">Readable text</p></section>
+    <p style="color:rgba(0,0,0,0.02)">Almost transparent</p>
+    <div style="position:relative;height:60px">
+      <img src="data:image/gif;base64,R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAAIBRAA7"
+           style="position:absolute;inset:0;width:100%;height:100%">
+      <p style="position:relative;color:#fff">White over a picture: unknown, not reported</p>
+    </div>
+    <p hidden style="color:#fff">Hidden is not shown</p></body></html>"""
+    body = {"attempt_id": "contrast-1", "document": page, "width": 600, "height": 400}
+    assert renderer.client.post("/v1/attempts", json=body).status_code == 202
+    invisible = renderer.wait_terminal("contrast-1")["diagnostics"]["invisible_text"]
+    assert len(invisible) == 2, invisible
+    assert invisible[0].startswith('h1 "White on white": text rgb(255,255,255) on rgb(250,250,250)')
+    assert invisible[1].startswith('p "Almost transparent"')
+
+
 def test_fresh_context_per_attempt_leaks_nothing(
     renderer: RendererProcess, site: DrillSite
 ) -> None:

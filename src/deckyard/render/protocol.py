@@ -152,6 +152,7 @@ class Diagnostics(BaseModel):
     broken_images: list[str] = Field(default_factory=list)
     fonts_not_loaded: list[str] = Field(default_factory=list)
     overflow: list[str] = Field(default_factory=list)
+    invisible_text: list[str] = Field(default_factory=list)
     document_width: int | None = None
     document_height: int | None = None
     truncated: bool = False

@@ -9,7 +9,8 @@ a cancelled render) the render stage is `unavailable`, the result is `unavailabl
 Which render diagnostics fail a page, and which only warn:
 
 * failed: uncaught page errors, failed requests, blocked requests, broken images, fonts that
-  did not load, and content error codes from the renderer (`RENDER_PAGE_ERROR`, ...). A compiled
+  did not load, text drawn in (nearly) the colour behind it (white on white), and content
+  error codes from the renderer (`RENDER_PAGE_ERROR`, ...). A compiled
   page needs no network, so any request problem means it renders differently than it should.
 * warning: overflow (elements outside the slide, clipped content) and console errors, which are
   often an author's own logging. Warnings keep the result `passed`, with the render stage at
@@ -43,6 +44,7 @@ _RENDER_FAILURES: tuple[tuple[str, DiagnosticCode, str], ...] = (
     ("page_errors", DiagnosticCode.PAGE_ERROR, "uncaught error"),
     ("broken_images", DiagnosticCode.IMAGE_BROKEN, "image did not load"),
     ("fonts_not_loaded", DiagnosticCode.FONT_NOT_LOADED, "font did not load"),
+    ("invisible_text", DiagnosticCode.INVISIBLE_TEXT, "text is invisible on its background"),
 )
 _COMPILE_BLOCKING = frozenset({StageStatus.FAILED, StageStatus.UNAVAILABLE, StageStatus.SKIPPED})
 _RENDER_WARNINGS: tuple[tuple[str, DiagnosticCode, str], ...] = (

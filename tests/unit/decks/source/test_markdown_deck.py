@@ -40,7 +40,7 @@ def test_marp_deck_splits_on_rulers_and_resolves_directives() -> None:
 
 def test_marp_fit_is_a_warning_with_slide_and_line() -> None:
     assert _warnings("marp.md") == [
-        (53, 4, "Marp's <!--fit--> is not supported; the heading keeps its size")
+        (54, 4, "Marp's <!--fit--> is not supported; the heading keeps its size")
     ]
 
 

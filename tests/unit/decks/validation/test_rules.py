@@ -116,6 +116,10 @@ def test_content_warnings_keep_passed(diagnostics: Diagnostics | dict[str, objec
         (Diagnostics(broken_images=["data:image/png;base64,AAAA"]), DiagnosticCode.IMAGE_BROKEN),
         (Diagnostics(fonts_not_loaded=["Launch Display"]), DiagnosticCode.FONT_NOT_LOADED),
         (
+            Diagnostics(invisible_text=['h1 "Hi": text rgb(255,255,255) on rgb(255,255,255)']),
+            DiagnosticCode.INVISIBLE_TEXT,
+        ),
+        (
             Diagnostics(failed_requests=[RequestProblem(url="file:///x.png", reason="net::ERR")]),
             DiagnosticCode.REQUEST_FAILED,
         ),

@@ -169,7 +169,11 @@ class CaptureSession:
         if wait.delay_ms:
             await page.evaluate("document.fonts.ready.then(() => true)")
             await asyncio.sleep(wait.delay_ms / 1000)
-        await self._collector.inspect(page, self._settings.renderer_overflow_scan_limit)
+        await self._collector.inspect(
+            page,
+            self._settings.renderer_overflow_scan_limit,
+            self._settings.renderer_min_text_contrast,
+        )
         if self._render.fail_on_page_error and self._collector.page_errors:
             raise RenderFailure(RenderErrorCode.PAGE_ERROR, self._collector.page_errors[0])
 

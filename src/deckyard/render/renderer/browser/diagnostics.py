@@ -2,8 +2,9 @@
 
 Listeners record console errors, uncaught exceptions and failed requests as they happen; the
 egress proxy and the document router report blocked requests; one script run after the page
-settles awaits `document.fonts.ready` and lists broken images, fonts that failed to load and
-elements overflowing the viewport (one round trip to the page instead of two).
+settles awaits `document.fonts.ready` and lists broken images, fonts that failed to load,
+elements overflowing the viewport and text drawn in (nearly) its background's colour (one round
+trip to the page instead of two).
 Every list is capped at `renderer_diagnostics_max_items` entries of at most
 `renderer_diagnostics_max_chars` characters, and `truncated` says when something was dropped.
 """
@@ -19,8 +20,42 @@ from deckyard.render.protocol import Diagnostics, RequestProblem, Timings
 
 _BLOCKED_BY_US = "net::ERR_BLOCKED_BY_CLIENT"
 
-INSPECT_SCRIPT = """async ([scanLimit, maxItems]) => {
+INSPECT_SCRIPT = """async ([scanLimit, maxItems, minContrast]) => {
   await document.fonts.ready;
+  const parse = (c) => {
+    const m = c && c.match(/rgba?\\(([^)]+)\\)/);
+    if (!m) return null;
+    const p = m[1].split(/[ ,\\/]+/).filter(Boolean).map(Number);
+    return [p[0], p[1], p[2], p.length > 3 ? p[3] : 1];
+  };
+  const over = (top, under) => {
+    const a = top[3];
+    return [0, 1, 2].map((i) => top[i] * a + under[i] * (1 - a)).concat([1]);
+  };
+  const lum = (c) => {
+    const f = (v) => {
+      v /= 255;
+      return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4);
+    };
+    return 0.2126 * f(c[0]) + 0.7152 * f(c[1]) + 0.0722 * f(c[2]);
+  };
+  const pictures = new Set(
+    ['IMG', 'VIDEO', 'CANVAS', 'SVG', 'PICTURE', 'IFRAME', 'OBJECT', 'EMBED']);
+  const backdrop = (el, x, y) => {
+    const stack = document.elementsFromPoint(x, y);
+    const start = stack.indexOf(el);
+    const layers = [];
+    for (const under of start < 0 ? [] : stack.slice(start)) {
+      const cs = getComputedStyle(under);
+      if (pictures.has(under.tagName.toUpperCase()) || cs.backgroundImage !== 'none') return null;
+      const bg = parse(cs.backgroundColor);
+      if (bg && bg[3] > 0) { layers.push(bg); if (bg[3] >= 0.999) break; }
+    }
+    let color = [255, 255, 255, 1];
+    for (let i = layers.length - 1; i >= 0; i--) color = over(layers[i], color);
+    return color;
+  };
+  const invisible = [];
   const vw = window.innerWidth, vh = window.innerHeight;
   const doc = document.documentElement, body = document.body;
   const overflow = [];
@@ -41,8 +76,34 @@ INSPECT_SCRIPT = """async ([scanLimit, maxItems]) => {
       Math.round(r.width) + 'x' + Math.round(r.height);
     overflow.push(name + ' at ' + where + (clipped ? ' (content clipped)' : ' (outside viewport)'));
   }
+  for (let i = 0; i < count && invisible.length < maxItems; i++) {
+    const el = all[i];
+    const text = Array.from(el.childNodes).filter((n) => n.nodeType === 3 && n.data.trim());
+    const seen = el.checkVisibility({ opacityProperty: true, visibilityProperty: true });
+    if (!text.length || !seen || el.closest('svg, math')) continue;
+    const range = document.createRange();
+    range.selectNodeContents(text[0]);
+    const box = Array.from(range.getClientRects()).find((b) => b.width > 0 && b.height > 0);
+    if (!box || box.right < 0 || box.bottom < 0 || box.left > vw || box.top > vh) continue;
+    const x = Math.min(Math.max(box.left + box.width / 2, 0), vw - 1);
+    const y = Math.min(Math.max(box.top + box.height / 2, 0), vh - 1);
+    const under = backdrop(el, x, y);
+    const fg = parse(getComputedStyle(el).color);
+    if (!under || !fg) continue;
+    const shown = over(fg, under);
+    const hi = Math.max(lum(shown), lum(under)), lo = Math.min(lum(shown), lum(under));
+    const ratio = (hi + 0.05) / (lo + 0.05);
+    if (ratio >= minContrast) continue;
+    let name = el.tagName.toLowerCase();
+    if (el.classList.length) name += '.' + Array.from(el.classList).slice(0, 3).join('.');
+    const words = text[0].data.trim().slice(0, 40);
+    const rgb = (c) => 'rgb(' + c.slice(0, 3).map(Math.round).join(',') + ')';
+    invisible.push(name + ' "' + words + '": text ' + rgb(shown) + ' on ' + rgb(under) +
+      ' (contrast ' + ratio.toFixed(2) + ':1)');
+  }
   return {
     overflow,
+    invisibleText: invisible,
     width: Math.max(doc.scrollWidth, body ? body.scrollWidth : 0),
     height: Math.max(doc.scrollHeight, body ? body.scrollHeight : 0),
     brokenImages: Array.from(document.images)
@@ -69,6 +130,7 @@ class DiagnosticsCollector:
         self.broken_images: list[str] = []
         self.fonts_not_loaded: list[str] = []
         self.overflow: list[str] = []
+        self.invisible_text: list[str] = []
         self.document_width: int | None = None
         self.document_height: int | None = None
         self.navigation_blocked: str | None = None
@@ -121,13 +183,19 @@ class DiagnosticsCollector:
         page.on("pageerror", self.on_page_error)
         page.on("requestfailed", self.on_request_failed)
 
-    async def inspect(self, page: Page, scan_limit: int) -> None:
-        """Await `document.fonts.ready`, then list broken images, failed fonts, overflow, size."""
-        found: dict[str, Any] = await page.evaluate(INSPECT_SCRIPT, [scan_limit, self._max_items])
+    async def inspect(self, page: Page, scan_limit: int, min_contrast: float = 1.2) -> None:
+        """Await `document.fonts.ready`, then list broken images, failed fonts, overflow, size.
+
+        Text whose colour is too close to what is behind it (contrast under `min_contrast`
+        against the background colours under it; unknown over images) is listed as invisible.
+        """
+        args = [scan_limit, self._max_items, min_contrast]
+        found: dict[str, Any] = await page.evaluate(INSPECT_SCRIPT, args)
         self.document_width = int(found["width"])
         self.document_height = int(found["height"])
         for key, target in (
             ("overflow", self.overflow),
+            ("invisibleText", self.invisible_text),
             ("brokenImages", self.broken_images),
             ("fontsNotLoaded", self.fonts_not_loaded),
         ):
@@ -145,6 +213,7 @@ class DiagnosticsCollector:
             broken_images=self.broken_images,
             fonts_not_loaded=self.fonts_not_loaded,
             overflow=self.overflow,
+            invisible_text=self.invisible_text,
             document_width=self.document_width,
             document_height=self.document_height,
             truncated=self.truncated,

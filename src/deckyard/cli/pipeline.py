@@ -32,6 +32,7 @@ from deckyard.decks.errors import DeckSourceError
 from deckyard.decks.service import DeckService
 from deckyard.decks.source.folder import load_deck_folder
 from deckyard.decks.source.limits import DeckLimits
+from deckyard.decks.source.markdown_file import is_markdown_file
 from deckyard.decks.validation.result import Severity, ValidationResult, ValidationStatus
 from deckyard.jobs import Job, JobStatus
 from deckyard.node import Node
@@ -301,6 +302,15 @@ def run_command(
     if unknown:
         err.print(
             f"deckyard: unknown format(s) {', '.join(sorted(unknown))}; use {','.join(FORMATS)}"
+        )
+        return ExitCode.USAGE
+    if not deck_dir.exists():
+        err.print(f"deckyard: {deck_dir} does not exist; give a deck folder or a .md file")
+        return ExitCode.USAGE
+    if deck_dir.is_file() and not is_markdown_file(deck_dir.name):
+        err.print(
+            f"deckyard: {deck_dir} is a file; give a deck folder (deck.toml, pages/) "
+            "or a Markdown deck (.md)"
         )
         return ExitCode.USAGE
     logging.basicConfig(level=logging.INFO if verbose else logging.ERROR)

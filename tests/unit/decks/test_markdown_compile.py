@@ -141,3 +141,23 @@ def test_a_folder_without_deck_toml_points_at_its_markdown_file(
     with pytest.raises(DeckSourceError) as excinfo:
         load_deck_folder(tmp_path, limits)
     assert "give the file" in excinfo.value.message and "talk.md" in excinfo.value.message
+
+
+REVEAL_HTML = Path(__file__).parents[2] / "fixtures" / "reveal_html"
+
+
+def test_a_reveal_js_html_deck_is_refused_naming_the_framework_and_the_alternative(
+    make_deck: MakeDeck, limits: DeckLimits
+) -> None:
+    page = (REVEAL_HTML / "index.html").read_text().replace('<link rel="stylesheet"', "<!--")
+    page = page.replace('.css">', '.css" -->').replace('<script src="dist/reveal.js"></script>', "")
+    report = compile_deck_report(make_deck({"index.html": page}), limits)
+    assert [(p.code, p.line) for p in report.problems] == [(CompileErrorCode.FRAMEWORK_DECK, 12)]
+    assert "whole reveal.js deck" in report.problems[0].message
+    assert "deckyard render talk.md" in report.problems[0].message
+
+
+def test_a_reveal_js_folder_says_what_to_do(limits: DeckLimits) -> None:
+    with pytest.raises(DeckSourceError) as excinfo:
+        load_deck_folder(REVEAL_HTML, limits)
+    assert "reveal.js HTML deck" in excinfo.value.message

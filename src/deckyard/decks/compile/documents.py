@@ -152,6 +152,7 @@ def _document(
     return (
         f'<!DOCTYPE html>\n<html lang="{deck.manifest.lang}">\n<head>\n<meta charset="utf-8">\n'
         f'<meta name="viewport" content="width={deck.width}, height={deck.height}">\n'
+        '<base target="_blank">\n'
         f"<title>{html.escape(title)}</title>\n{head}</head>\n<body>\n{body}\n</body>\n</html>\n"
     )
 

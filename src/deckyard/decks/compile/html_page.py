@@ -38,6 +38,19 @@ _URL_ATTRS = ("src", "href", "xlink:href", "poster", "background")
 _SRCSET_ATTRS = ("srcset", "imagesrcset")
 _HEAD_KEPT = ("script", "noscript", "template")
 _LINK_TAGS = ("a", "area")
+_MARKDOWN_INSTEAD = (
+    "render its Markdown as a one-file deck (deckyard render talk.md; docs/coming-from.md) "
+    "or put each slide in its own page"
+)
+_FRAMEWORKS = (
+    ("reveal.js", ".reveal .slides", _MARKDOWN_INSTEAD),
+    ("impress.js", "#impress", "put each step in its own page"),
+    (
+        "Marp HTML export",
+        "[data-marpit-svg], .bespoke-marp-osc",
+        "render the Marp .md file instead",
+    ),
+)
 
 
 def scope_for(page_name: str) -> str:
@@ -170,9 +183,28 @@ class _PageCompiler:
             except ReferenceProblem as exc:
                 self.problem(exc.code, exc.message, self.locator.line(tag, exc.reference), value)
 
+    def framework(self, soup: BeautifulSoup) -> None:
+        """Refuse a whole slide-framework deck (reveal.js, impress.js, Marp's HTML) as a page.
+
+        Such a page is many slides laid out by the framework's script, and scoped as one page
+        its theme breaks (white text on white); saying so beats a wrong "passed".
+        """
+        for name, selector, fix in _FRAMEWORKS:
+            found = soup.select_one(selector)
+            if isinstance(found, Tag):
+                self.problem(
+                    CompileErrorCode.FRAMEWORK_DECK,
+                    f"this page is a whole {name} deck; Deckyard renders each page as one slide "
+                    f"and does not run {name}: {fix}",
+                    self.locator.line(found),
+                )
+                return
+
     def run(self) -> PagePart:
         """Parse the page and return it as a part with its problems."""
         soup = BeautifulSoup(self.source, "html5lib")
+        if self.page.kind is PageKind.HTML:
+            self.framework(soup)
         head_kept: list[Tag] = []
         for tag in list(soup.find_all(True)):
             if tag.decomposed:

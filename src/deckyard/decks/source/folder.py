@@ -97,6 +97,14 @@ def load_markdown_file(path: Path, limits: DeckLimits) -> DeckSource:
     return deck.model_copy(update={"other_files": _other_files(folder, limits.zip)})
 
 
+def _is_reveal_folder(folder: Path) -> bool:
+    index = folder / "index.html"
+    if not index.is_file() or index.stat().st_size > 1_000_000:
+        return False
+    text = index.read_text(encoding="utf-8", errors="replace")
+    return 'class="reveal"' in text or (folder / "dist" / "reveal.js").is_file()
+
+
 def load_deck_folder(folder: Path, limits: DeckLimits) -> DeckSource:
     """Load the deck in `folder`; only `deck.toml`, the theme, `pages/` and `assets/` are read.
 
@@ -116,6 +124,11 @@ def load_deck_folder(folder: Path, limits: DeckLimits) -> DeckSource:
     if not manifest_path.is_file():
         markdown = sorted(p for p in folder.iterdir() if p.is_file() and is_markdown_file(p.name))
         hint = f"; to render the Markdown deck, give the file: {markdown[0]}" if markdown else ""
+        if not hint and _is_reveal_folder(folder):
+            hint = (
+                "; this is a reveal.js HTML deck, which Deckyard does not run: render its "
+                "Markdown as a one-file deck (deckyard render talk.md, see docs/coming-from.md)"
+            )
         raise missing_manifest(f"in {folder}{hint}")
     manifest = manifest_from_toml(_read_folder_file(manifest_path, MANIFEST_FILE, limits.zip))
     files = _read_tops(folder, (PAGES_DIR, ASSETS_DIR), limits.zip)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from deckyard.decks.compile.documents import compile_deck, compile_deck_report
+from deckyard.decks.compile.documents import compile_deck, compile_deck_report, compile_page
 from deckyard.decks.compile.themes import expand_theme
 from deckyard.decks.errors import CompileErrorCode, DeckSourceError
 from deckyard.decks.source.folder import load_deck_folder
@@ -161,3 +161,13 @@ def test_a_reveal_js_folder_says_what_to_do(limits: DeckLimits) -> None:
     with pytest.raises(DeckSourceError) as excinfo:
         load_deck_folder(REVEAL_HTML, limits)
     assert "reveal.js HTML deck" in excinfo.value.message
+
+
+def test_one_page_compiles_to_the_same_document_as_in_the_whole_deck(
+    make_deck: MakeDeck, limits: DeckLimits
+) -> None:
+    deck = make_deck({"a.html": "<h1>A</h1>", "b.md": "<!-- paginate: true -->\n# B"})
+    whole = compile_deck(deck, limits)
+    alone = compile_page(deck, "b", limits)
+    assert (alone.index, alone.sha256) == (1, whole[1].sha256)
+    assert 'data-number="2"' in alone.document

@@ -24,6 +24,7 @@ from deckyard.jobs import Runtime
 from tests.helpers.api import make_token, running_app
 from tests.helpers.decks import counts, json_deck
 from tests.helpers.fake_openai import FakeOpenAI, Reply, png_bytes
+from tests.helpers.runtime import eventually
 
 BROKEN = "Here is the page:\n```markdown\n# Agenda\n\n![logo](assets/missing.png)\n```\n"
 FIXED = "```markdown\n# Agenda\n\n- one\n- two\n```"
@@ -350,3 +351,31 @@ async def test_catalog_writes_only_on_change_and_survives_failures(db_url: str) 
         async with app.state.db.read_connection() as conn:
             n = (await conn.execute(select(func.count()).select_from(ai_models))).scalar_one()
         assert n == 2
+
+
+async def test_cancel_aborts_a_running_edit(db_url: str) -> None:
+    async with ai_app(db_url) as (app, client, fake):
+        alice = await make_token(app, "alice")
+        deck = await new_deck(client, alice)
+        before = await counts(app)
+        fake.chat.append(Reply(FIXED, delay=60))
+        body = {"instruction": "x", "skip_visual_verification": True}
+        r = await client.post(f"/v1/decks/{deck}/pages/01-hello/ai-edit", json=body, headers=alice)
+        job_id = r.json()["id"]
+
+        async def asked() -> bool:
+            return len(fake.seen("/v1/chat/completions")) == 1
+
+        await eventually(asked, timeout=30)
+        started = time.monotonic()
+        cancel = await client.post(f"/v1/jobs/{job_id}/cancel", headers=alice)
+        assert cancel.status_code == 200, cancel.text
+        done = await app.state.runtime.wait(job_id, timeout=30)
+        assert done.status == "cancelled"
+        assert time.monotonic() - started < 20
+
+        async def hung_up() -> bool:
+            return fake.disconnects == 1
+
+        await eventually(hung_up, timeout=10)
+        assert await counts(app) == before

@@ -6,6 +6,7 @@ import re
 import shutil
 import struct
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -81,3 +82,43 @@ def test_validate_exit_codes(tmp_path: Path) -> None:
     assert down.returncode == 3, down.stdout + down.stderr
     assert "NOT VERIFIED" in down.stdout
     assert "every page passed" not in down.stdout
+
+
+HEAVY = ("deckyard.cli.pipeline", "deckyard.node", "playwright", "fastapi", "sqlalchemy")
+PROBE = """
+import sys
+from deckyard.cli import app
+try:
+    app(sys.argv[1:])
+except SystemExit as exc:
+    code = exc.code
+heavy = [m for m in {heavy!r} if m in sys.modules]
+print(code, heavy)
+"""
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["render", "missing", "--out", "out"], "missing: no such folder"),
+        (["render", "deck.toml", "--out", "out"], "deck.toml is a file"),
+        (["validate", "missing"], "missing: no such folder"),
+        (["render", ".", "--out", "out", "--format", "png,gif"], "unknown format(s) gif"),
+    ],
+)
+def test_usage_errors_exit_2_before_anything_heavy(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    (tmp_path / "deck.toml").write_text('title = "T"\n')
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE.format(heavy=HEAVY), *args],
+        env=clean_env(tmp_path),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.stdout.strip() == "2 []", done.stdout + done.stderr
+    assert message in done.stderr
+    assert not (tmp_path / "out").exists()

@@ -3,7 +3,8 @@
 A `Node` runs in process (database, job runtime, render control plane with one supervised
 renderer, deck service), on an embedded SQLite in the output folder unless a database URL is
 given. Pages go through the same durable jobs as the HTTP API: `page.validate`, then
-`page.screenshot`, `deck.build` and `deck.export`.
+`deck.build` and `deck.export`. A page's PNG is the one its validation rendered (render once);
+`page.screenshot` runs only for a page without one.
 
 Exit codes: 0 when every page passed (warnings allowed), 1 when a page or artefact failed for
 its content, 2 for usage errors, 3 when the renderer was unavailable (nothing was verified).
@@ -27,7 +28,9 @@ from rich.table import Table
 from sqlalchemy import select
 
 from deckyard.api.schema import workspaces
+from deckyard.cli.render import FORMATS
 from deckyard.config import Settings
+from deckyard.decks.compile.documents import compile_deck_report
 from deckyard.decks.errors import DeckSourceError
 from deckyard.decks.service import DeckService
 from deckyard.decks.source.folder import load_deck_folder
@@ -39,7 +42,7 @@ from deckyard.node import Node
 from deckyard.render.protocol import ErrorKind, error_kind
 
 WORKSPACE = "local"
-FORMATS = ("png", "pdf", "zip")
+PNG_CONFIG: dict[str, Any] = {"format": "png", "scale": 1.0}
 
 
 class ExitCode(IntEnum):
@@ -204,11 +207,17 @@ class Pipeline:
         work: list[tuple[Job, Path, str]] = []
         if "png" in formats:
             for index, page in enumerate(deck.pages):
+                dest = out / "pages" / f"{file_stem(index, page.page_name)}.png"
+                kept = await self.service.kept_screenshot(deck, page, PNG_CONFIG)
+                if kept is not None:
+                    # the render that validated this version made this PNG: no second render
+                    await asyncio.to_thread(_write, dest, kept)
+                    report.files.append(dest)
+                    continue
                 job = await self.service.screenshot_page(
-                    WORKSPACE, self.deck_id, page.id, {"format": "png", "scale": 1.0}
+                    WORKSPACE, self.deck_id, page.id, PNG_CONFIG
                 )
-                stem = file_stem(index, page.page_name)
-                work.append((job, out / "pages" / f"{stem}.png", f"screenshot {page.page_name}"))
+                work.append((job, dest, f"screenshot {page.page_name}"))
         if "zip" in formats:
             work.append(
                 (await self.service.build(WORKSPACE, self.deck_id), out / "site.zip", "build")
@@ -237,7 +246,10 @@ async def run_pipeline(
         work = out / ".deckyard" if out is not None else Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
         settings = pipeline_settings(work, database_url)
-        source = load_deck_folder(deck_dir, DeckLimits.from_settings(settings))
+        limits = DeckLimits.from_settings(settings)
+        source = load_deck_folder(deck_dir, limits)
+        # The deck compiles in a thread while the node starts its renderer and Chromium.
+        compiling = asyncio.create_task(asyncio.to_thread(compile_deck_report, source, limits))
         report = RunReport([PageRow(p.name) for p in source.pages])
         report.warnings = [w.describe() for w in source.warnings]
         with Progress(
@@ -254,7 +266,7 @@ async def run_pipeline(
                 live = await _wait_for_renderer(service)
                 progress.update(starting, completed=1)
                 await _ensure_workspace(service)
-                created = await service.create_deck(WORKSPACE, source)
+                created = await service.create_deck(WORKSPACE, source, await compiling)
                 pipeline = Pipeline(service, created.deck_id, progress)
                 await pipeline.validate(report)
                 report.unavailable = not live

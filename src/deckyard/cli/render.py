@@ -11,6 +11,28 @@ from typing import Annotated
 
 import typer
 
+from deckyard.cli.common import fail
+
+FORMATS = ("png", "pdf", "zip")
+USAGE = 2
+
+
+def usage_problems(deck_dir: Path, formats: str | None) -> list[str]:
+    """What is wrong with the arguments, found before anything heavy is imported or started."""
+    problems = []
+    if not deck_dir.exists():
+        problems.append(f"{deck_dir}: no such folder; give the deck's folder (with deck.toml)")
+    elif not deck_dir.is_dir():
+        problems.append(f"{deck_dir} is a file; give the deck's folder (with deck.toml)")
+    if formats is not None:
+        wanted = {f.strip() for f in formats.split(",") if f.strip()}
+        unknown = wanted - set(FORMATS)
+        if unknown:
+            problems.append(
+                f"unknown format(s) {', '.join(sorted(unknown))}; use {','.join(FORMATS)}"
+            )
+    return problems
+
 
 def render(
     deck_dir: Annotated[Path, typer.Argument(help="The deck folder (deck.toml, pages/, assets/).")],
@@ -26,8 +48,12 @@ def render(
     """Validate, screenshot, build and export a deck with its own renderer.
 
     Writes OUT/pages/NN-name.png, OUT/deck.pdf and OUT/site.zip. Exit 0 when every page
-    passed (warnings allowed), 1 on content failures, 3 when the renderer was unavailable.
+    passed (warnings allowed), 1 on content failures, 2 on usage errors, 3 when the renderer
+    was unavailable.
     """
+    problems = usage_problems(deck_dir, formats)
+    if problems:
+        fail(problems, USAGE)
     from deckyard.cli.pipeline import run_command
 
     raise typer.Exit(run_command(deck_dir, out, formats, database_url, verbose))
@@ -43,8 +69,11 @@ def validate(
     """Validate every page of a deck (compile and render check); writes no artefacts.
 
     Exit 0 when every page passed (warnings allowed), 1 on content failures, 3 when the
-    renderer was unavailable and nothing could be verified.
+    renderer was unavailable and nothing could be verified; 2 on usage errors.
     """
+    problems = usage_problems(deck_dir, None)
+    if problems:
+        fail(problems, USAGE)
     from deckyard.cli.pipeline import run_command
 
     raise typer.Exit(run_command(deck_dir, None, "", database_url, verbose))

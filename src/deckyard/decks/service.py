@@ -14,7 +14,7 @@ from typing import Any
 from deckyard.clock import SYSTEM_CLOCK, Clock
 from deckyard.config import Settings
 from deckyard.db import Database
-from deckyard.decks.compile.documents import compile_deck_report
+from deckyard.decks.compile.documents import CompileReport, compile_deck_report
 from deckyard.decks.deck_edits import DeckEdits
 from deckyard.decks.errors import CompileProblem
 from deckyard.decks.jobs.deck_jobs import DeckJobs
@@ -24,8 +24,9 @@ from deckyard.decks.jobs.names import (
     DeckEvent,
     DeckJobKind,
 )
-from deckyard.decks.jobs.page_jobs import PageJobs
+from deckyard.decks.jobs.page_jobs import PageJobs, slide_spec_for
 from deckyard.decks.jobs.publish import publish_task
+from deckyard.decks.jobs.screenshots import kept_screenshot
 from deckyard.decks.page_edits import PageEdits
 from deckyard.decks.source.deck_source import DeckSource
 from deckyard.decks.source.limits import DeckLimits
@@ -99,9 +100,16 @@ class DeckService:
 
     # --- decks --------------------------------------------------------------------------------
 
-    async def create_deck(self, workspace_id: str, source: DeckSource) -> DeckCreated:
-        """Store a loaded deck with a first version of every page, compiled where it compiles."""
-        report = compile_deck_report(source, self.limits)
+    async def create_deck(
+        self, workspace_id: str, source: DeckSource, report: CompileReport | None = None
+    ) -> DeckCreated:
+        """Store a loaded deck with a first version of every page, compiled where it compiles.
+
+        `report` is the deck's `compile_deck_report` when the caller compiled it already (say,
+        while the renderer was starting).
+        """
+        if report is None:
+            report = compile_deck_report(source, self.limits)
         compiled = {p.name: (p.document, p.sha256) for p in report.pages}
         async with self.db.write_transaction() as conn:
             deck_id = await deck_insert(conn, workspace_id, source, compiled, self.clock.now())
@@ -184,6 +192,16 @@ class DeckService:
         return await self._enqueue(
             DeckJobKind.PAGE_SCREENSHOT, payload, workspace_id, f"{version_id}:{digest}"
         )
+
+    async def kept_screenshot(
+        self, deck: DeckRow, version: PageVersionRow, config: dict[str, Any]
+    ) -> bytes | None:
+        """The version's screenshot at `config` if one was rendered already (its validation,
+        say), read from the store without a job or a render; None otherwise."""
+        if version.compiled is None:
+            return None
+        spec = slide_spec_for(version.compiled, deck.manifest.get("slide") or {}, config)
+        return await kept_screenshot(version.screenshot, spec, self.render.store)
 
     async def build(self, workspace_id: str, deck_id: int) -> Job:
         """Enqueue `deck.build`."""

@@ -43,13 +43,18 @@ def pointer_matches(pointer: Any, spec: ScreenshotSpec) -> bool:
     return isinstance(pointer, dict) and pointer.get("input_hash") == spec.input_hash()
 
 
+async def kept_screenshot(pointer: Any, spec: ScreenshotSpec, store: ArtifactStore) -> bytes | None:
+    """The bytes `pointer` names when it is a render of `spec` still in the store, else None."""
+    if not pointer_matches(pointer, spec):
+        return None
+    key = pointer.get("artifact_key")
+    return await store.get(key) if isinstance(key, str) else None
+
+
 async def reusable_pointer(
     pointer: Any, spec: ScreenshotSpec, store: ArtifactStore
 ) -> dict[str, Any] | None:
     """`pointer` when it renders `spec` and its artefact is still in the store, else None."""
-    if not pointer_matches(pointer, spec):
-        return None
-    key = pointer.get("artifact_key")
-    if not isinstance(key, str) or await store.get(key) is None:
+    if await kept_screenshot(pointer, spec, store) is None:
         return None
     return dict(pointer)

@@ -10,6 +10,8 @@ reader never sees half an artefact.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import shutil
 import uuid
 from pathlib import Path
 from typing import Any
@@ -54,6 +56,12 @@ class ArtifactStore:
         """True when artefacts do not survive this process (an in-memory filesystem)."""
         return self.url.startswith("memory:")
 
+    def free_bytes(self) -> int | None:
+        """Free space where a local store writes, or None for stores that are not local."""
+        if not isinstance(self._fs, LocalFileSystem):
+            return None
+        return shutil.disk_usage(self._root).free
+
     def _path(self, key: str) -> str:
         return f"{self._root}/{_check_key(key)}"
 
@@ -62,11 +70,13 @@ class ArtifactStore:
         parent = path.rsplit("/", 1)[0]
         self._fs.makedirs(parent, exist_ok=True)
         tmp = f"{parent}/.tmp-{uuid.uuid4().hex}"
-        self._fs.pipe_file(tmp, data)
         try:
+            self._fs.pipe_file(tmp, data)
             self._fs.mv(tmp, path)
-        except Exception:
-            self._fs.rm(tmp)
+        except BaseException:
+            # A write that failed half-way (a full disk) leaves its partial file: remove it.
+            with contextlib.suppress(OSError):
+                self._fs.rm_file(tmp)
             raise
 
     async def put(self, key: str, data: bytes) -> None:

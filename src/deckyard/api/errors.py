@@ -2,22 +2,74 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DBAPIError
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from deckyard.db import is_connection_lost, is_storage_full
+
+log = logging.getLogger(__name__)
 
 HTTP_CODES = {
     404: "NOT_FOUND",
     405: "METHOD_NOT_ALLOWED",
     413: "PAYLOAD_TOO_LARGE",
     500: "INTERNAL_ERROR",
+    503: "DATABASE_UNAVAILABLE",
+    507: "STORAGE_FULL",
 }
+RETRY_AFTER_SECONDS = "1"
+
+
+class StorageEpisode:
+    """Whether writes are failing for lack of space; logs once when an episode starts.
+
+    A full disk fails every write the same way; one error line per episode, not one traceback
+    per request. Readiness ends the episode when space is back.
+    """
+
+    def __init__(self) -> None:
+        self.full = False
+        self.reason = ""
+
+    def report(self, exc: BaseException) -> None:
+        """A write failed for lack of space."""
+        if not self.full:
+            reason = (str(exc).splitlines() or [type(exc).__name__])[0][:300]
+            log.error("storage is full; writes answer 507 until space returns: %s", reason)
+            self.full, self.reason = True, reason
+
+    def clear(self) -> None:
+        """Space is back."""
+        if self.full:
+            log.warning("storage has space again; writes resume")
+        self.full, self.reason = False, ""
+
+
+def infrastructure_answer(request: Request, exc: BaseException) -> JSONResponse | None:
+    """507 for a full disk, 503 with Retry-After for a lost database connection, else None."""
+    if is_storage_full(exc):
+        episode: StorageEpisode = request.app.state.storage_episode
+        episode.report(exc)
+        message = "the server's storage is full; nothing was stored, retry when space is freed"
+        return JSONResponse(error_body(HTTP_CODES[507], message), status_code=507)
+    if is_connection_lost(exc):
+        log.warning("%s %s: database connection lost: %s", request.method, request.url.path, exc)
+        message = "the database connection was lost; retry the request"
+        return JSONResponse(
+            error_body(HTTP_CODES[503], message),
+            status_code=503,
+            headers={"Retry-After": RETRY_AFTER_SECONDS},
+        )
+    return None
 
 
 class ApiError(Exception):
@@ -141,9 +193,23 @@ def install_error_handlers(app: FastAPI) -> None:
             headers=headers,
         )
 
+    app.state.storage_episode = StorageEpisode()
+
+    @app.exception_handler(DBAPIError)
+    @app.exception_handler(OSError)
+    async def infrastructure(request: Request, exc: Exception) -> JSONResponse:
+        answer = infrastructure_answer(request, exc)
+        if answer is None:
+            raise exc
+        return answer
+
     @app.exception_handler(Exception)
     async def crashed(request: Request, exc: Exception) -> JSONResponse:
-        # Starlette's ServerErrorMiddleware calls this, then re-raises so the server logs it.
+        # Starlette's ServerErrorMiddleware calls this, then re-raises so the server logs it;
+        # errors raised outside the routes (in middleware) arrive here directly.
+        answer = infrastructure_answer(request, exc)
+        if answer is not None:
+            return answer
         return JSONResponse(
             error_body(HTTP_CODES[500], "internal error; the server log has the details"),
             status_code=500,

@@ -1,7 +1,7 @@
 """The persistence seam: the only package that knows which database it talks to."""
 
 from deckyard.db.engine import Database, normalize_url, sqlite_file
-from deckyard.db.errors import is_transient_write_conflict
+from deckyard.db.errors import is_connection_lost, is_storage_full, is_transient_write_conflict
 from deckyard.db.instrument import StatementCounter, current_loop
 from deckyard.db.notify import ANY_CHANNEL, Subscription, WakeupBus
 from deckyard.db.retry import WriteRetryPolicy, run_with_write_retry
@@ -18,6 +18,8 @@ __all__ = [
     "WakeupBus",
     "WriteRetryPolicy",
     "current_loop",
+    "is_connection_lost",
+    "is_storage_full",
     "is_transient_write_conflict",
     "metadata",
     "normalize_url",

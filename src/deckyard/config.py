@@ -69,6 +69,12 @@ class Settings(BaseSettings):
     background_loops: bool = True
     api_max_body_bytes: int = Field(64 * 1024 * 1024, ge=1024)
     idempotency_retention_seconds: float = Field(24 * 3600.0, gt=0)
+    storage_min_free_bytes: int = Field(
+        8 * 1024 * 1024,
+        ge=0,
+        description="Below this much free space for the SQLite file or the local artefact "
+        "store, /readyz reports the storage as full.",
+    )
     readyz_token: str | None = Field(
         None,
         min_length=16,

@@ -57,8 +57,9 @@ async def readiness(state: State) -> tuple[bool, dict[str, Any]]:
     """Whether the node is ready, and every check with its details."""
     checks: dict[str, Any] = {}
     ready = True
+    min_free = state.settings.storage_min_free_bytes
     try:
-        await state.db.check_writable()
+        await state.db.check_writable(min_free)
         checks["database"] = {"ok": True, "url": state.db.display_name}
     except Exception as exc:
         ready = False
@@ -95,7 +96,16 @@ async def readiness(state: State) -> tuple[bool, dict[str, Any]]:
     render = getattr(state, "render", None)
     if render is not None:
         store = render.store
-        checks["artifact_store"] = {"ok": True, "url": store.url, "ephemeral": store.ephemeral}
+        free = store.free_bytes()
+        store_ok = free is None or free >= min_free
+        if not store_ok:
+            ready = False
+        checks["artifact_store"] = {
+            "ok": store_ok,
+            "url": store.url,
+            "ephemeral": store.ephemeral,
+            "free_bytes": free,
+        }
         if checks["database"]["ok"]:
             try:
                 renderers = await render.renderers()
@@ -106,4 +116,11 @@ async def readiness(state: State) -> tuple[bool, dict[str, Any]]:
                 }
             except Exception as exc:
                 checks["renderers"] = {"ok": False, "error": _first_line(exc)}
+    episode = getattr(state, "storage_episode", None)
+    if episode is not None:
+        storage_ok = checks["database"]["ok"] and checks.get("artifact_store", {}).get("ok", True)
+        if storage_ok:
+            episode.clear()
+        elif episode.full:
+            checks["database"].setdefault("storage_full", episode.reason)
     return ready, checks

@@ -15,8 +15,10 @@ SQLite notes, since they explain most of this module:
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import os
+import shutil
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -304,13 +306,23 @@ class Database:
         if (await conn.execute(stmt)).first() is None:
             raise RuntimeError("scheduler_lock row is missing: run `deckyard migrate`")
 
-    async def check_writable(self) -> None:
-        """Raise unless this process could write now; writes nothing itself."""
+    async def check_writable(self, min_free_bytes: int = 0) -> None:
+        """Raise unless this process could write now; writes nothing itself.
+
+        On SQLite a disk with less than `min_free_bytes` free counts as full (`OSError`
+        ENOSPC): writes would fail with "database or disk is full".
+        """
         if self._sqlite:
             if self.file is not None and not self.file.exists():
                 raise FileNotFoundError(f"the database file {self.file} is gone")
             if self.file is not None and not os.access(self.file, os.W_OK):
                 raise PermissionError(f"{self.file} is not writable")
+            if self.file is not None:
+                free = shutil.disk_usage(self.file.parent).free
+                if free < min_free_bytes:
+                    raise OSError(
+                        errno.ENOSPC, f"only {free} bytes free for {self.file} (disk full)"
+                    )
             async with self.engine.connect() as conn:
                 await conn.execution_options(**{_WRITE_OPTION: True})
                 async with conn.begin() as tx:

@@ -167,3 +167,41 @@ async def test_item15_validate_stores_no_artefact(db_url: str, tmp_path: Path) -
         assert zipped.status_code == 200 and zipped.json()["valid"] is True, zipped.text
         assert await store.keys() == []
         assert await counts(app) == (0, 0, 0, 0)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
+async def test_item6_killed_connections_answer_503_or_work(db_url: str) -> None:
+    import asyncio
+
+    import psycopg
+    from sqlalchemy import text
+
+    from tests.conftest import PG_URL
+
+    async with running_app(db_url, background_loops=False) as (app, client):
+        alice = await make_token(app, "alice")
+        assert (await client.get("/v1/jobs", headers=alice)).status_code == 200
+        answers = []
+        for _ in range(4):
+            # the app's own pooled connections, held together so that each is a separate one
+            together = asyncio.Barrier(3)
+
+            async def pid(barrier: asyncio.Barrier) -> int:
+                async with app.state.db.read_connection() as conn:
+                    found = (await conn.execute(text("SELECT pg_backend_pid()"))).scalar_one()
+                    await barrier.wait()
+                    return int(found)
+
+            pids = set(await asyncio.gather(*(pid(together) for _ in range(3))))
+            with psycopg.connect(PG_URL, autocommit=True) as conn:
+                for backend in pids:
+                    conn.execute("SELECT pg_terminate_backend(%s)", (backend,))
+            r = await client.get("/v1/jobs", headers=alice)
+            answers.append(r.status_code)
+            assert r.status_code in (200, 503), (r.status_code, r.text)
+            if r.status_code == 503:
+                assert_error_shape(r, 503, "DATABASE_UNAVAILABLE")
+                assert r.headers["retry-after"] == "1"
+        assert (await client.get("/v1/jobs", headers=alice)).status_code == 200
+        assert 503 in answers, answers

@@ -7,6 +7,8 @@ If-Match, as a client would; no renderer runs, so content edits pass the gate wi
 
 from __future__ import annotations
 
+import base64
+import io
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -15,8 +17,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from PIL import Image
 
-from tests.helpers.decks import json_deck
+from tests.helpers.decks import PNG_1PX, json_deck
 from tests.helpers.server import Server, clean_env, create_token, event_types
 
 pytestmark = pytest.mark.processes
@@ -43,13 +46,24 @@ class Node:
 
 @pytest.fixture
 def node(db_url: str, tmp_path: Path, servers: list[Server]) -> Iterator[Node]:
-    env = clean_env(tmp_path, DECKYARD_DATABASE_URL=db_url, DECKYARD_RENDERERS="0")
+    env = clean_env(
+        tmp_path,
+        DECKYARD_DATABASE_URL=db_url,
+        DECKYARD_RENDERERS="0",
+        DECKYARD_DECK_MAX_FILE_BYTES="4096",
+    )
     token = create_token(env, tmp_path, "alice")
     server = Server([], env, tmp_path)
     servers.append(server)
     server.wait_ready(60)
     with httpx.Client(timeout=120) as client:
         yield Node(server.url, client, {"authorization": f"Bearer {token}"})
+
+
+def png_bytes(size: int) -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", (size, size), (200, 30, 30)).save(out, format="PNG")
+    return out.getvalue()
 
 
 def two_page_deck(node: Node) -> int:
@@ -214,6 +228,8 @@ def test_openapi_describes_the_editing_routes(node: Node) -> None:
         "/v1/decks/{deck_id}/pages/{page}/diff": {"get"},
         "/v1/decks/{deck_id}": {"get", "delete"},
         "/v1/decks/{deck_id}/copy": {"post"},
+        "/v1/decks/{deck_id}/assets": {"get"},
+        "/v1/decks/{deck_id}/assets/{path}": {"get", "put", "delete"},
     }
     for path, methods in expected.items():
         assert methods <= set(paths[path]), path
@@ -246,3 +262,71 @@ def test_copy_and_delete_a_deck(node: Node) -> None:
     assert node.call("GET", f"/v1/decks/{copied['id']}/pages/01-hello").status_code == 200
     listed = [d["id"] for d in node.call("GET", "/v1/decks").json()]
     assert listed == [copied["id"]]
+
+
+def asset_deck(node: Node) -> int:
+    body = {
+        "manifest": {"title": "Assets"},
+        "pages": [
+            {"name": "01-logo", "kind": "md", "text": "# Logo\n\n![logo](assets/img/logo.png)\n"},
+            {"name": "02-plain", "kind": "md", "text": "# Plain\n"},
+        ],
+        "assets": [
+            {"path": "assets/img/logo.png", "data_base64": base64.b64encode(PNG_1PX).decode()}
+        ],
+    }
+    made = node.call("POST", "/v1/decks", json=body)
+    assert made.status_code == 201, made.text
+    return int(made.json()["id"])
+
+
+def test_assets_upload_replace_delete(node: Node) -> None:
+    deck_id = asset_deck(node)
+    base = f"/v1/decks/{deck_id}/assets"
+    svg = b'<?xml version="1.0"?>\n<svg xmlns="http://www.w3.org/2000/svg" width="4" height="4"/>'
+    up = node.call("PUT", f"{base}/img/mark.svg", content=svg)
+    assert up.status_code == 201, up.text
+    assert up.json()["media_type"] == "image/svg+xml"
+    assert up.json()["path"] == "assets/img/mark.svg"
+    got = node.call("GET", f"{base}/img/mark.svg")
+    assert got.content == svg and got.headers["content-type"].startswith("image/svg+xml")
+
+    # replace: the type comes from the bytes, whatever Content-Type says
+    other = png_bytes(3)
+    replaced = node.call(
+        "PUT", f"{base}/img/logo.png", content=other, headers={"content-type": "text/plain"}
+    )
+    assert replaced.status_code == 200, replaced.text
+    assert replaced.json()["media_type"] == "image/png"
+    assert node.call("GET", f"{base}/img/logo.png").content == other
+
+    before = node.call("GET", base).json()
+    bad = [
+        ("img/notes.png", b"just text", 415, "ASSET_TYPE_UNKNOWN", "body"),
+        ("img/photo.jpg", PNG_1PX, 415, "ASSET_TYPE_MISMATCH", "body"),
+        ("img/.hidden.png", PNG_1PX, 422, "ASSET_PATH_INVALID", "path"),
+        ("img/tool.exe", PNG_1PX, 415, "ASSET_TYPE_UNSUPPORTED", "path"),
+        ("img/big.png", PNG_1PX + b"\0" * 5000, 413, "ASSET_TOO_LARGE", "body"),
+        ("img/empty.css", b"", 422, "ASSET_EMPTY", "body"),
+    ]
+    for path, data, status, code, field in bad:
+        r = node.call("PUT", f"{base}/{path}", content=data)
+        assert r.status_code == status, (path, r.text)
+        assert (r.json()["error"]["code"], r.json()["error"]["field"]) == (code, field)
+    stale = node.call("PUT", f"{base}/img/x.svg", content=svg, headers={"if-match": '"1"'})
+    assert stale.status_code == 409 and stale.json()["error"]["code"] == "EDIT_CONFLICT"
+    assert node.call("GET", base).json() == before
+
+    # delete: refused while referenced (page, line, reference), unless forced
+    used = node.call("DELETE", f"{base}/img/logo.png")
+    assert used.status_code == 409, used.text
+    err = used.json()["error"]
+    assert err["code"] == "ASSET_IN_USE"
+    assert [(r["page"], r["line"], r["reference"]) for r in err["references"]] == [
+        ("01-logo", 3, "assets/img/logo.png")
+    ]
+    assert node.call("DELETE", f"{base}/img/mark.svg").status_code == 204
+    forced = node.call("DELETE", f"{base}/img/logo.png", params={"force": "true"})
+    assert forced.status_code == 204, forced.text
+    assert node.call("GET", base).json() == []
+    assert node.call("DELETE", f"{base}/img/logo.png").status_code == 404

@@ -12,6 +12,7 @@ from deckyard.api.agents import router as agents_router
 from deckyard.api.ai import ai_metrics
 from deckyard.api.ai import router as ai_router
 from deckyard.api.dashboard import router as dashboard_router
+from deckyard.api.deck_assets import router as deck_assets_router
 from deckyard.api.deck_pages import router as deck_pages_router
 from deckyard.api.decks import router as decks_router
 from deckyard.api.errors import BodyLimitMiddleware, install_error_handlers
@@ -68,6 +69,7 @@ def create_app(settings: Settings, *, node: Node | None = None) -> FastAPI:
     app.include_router(render_router)
     app.include_router(decks_router)
     app.include_router(deck_pages_router)
+    app.include_router(deck_assets_router)
     app.include_router(validate_router)
     app.include_router(ai_router)
     app.include_router(agents_router)

@@ -14,6 +14,7 @@ from typing import Any
 from deckyard.clock import SYSTEM_CLOCK, Clock
 from deckyard.config import Settings
 from deckyard.db import Database
+from deckyard.decks.asset_edits import AssetEdits
 from deckyard.decks.compile.documents import CompileReport, compile_deck_report
 from deckyard.decks.deck_edits import DeckEdits
 from deckyard.decks.errors import CompileProblem
@@ -82,6 +83,7 @@ class DeckService:
         self.deck_jobs = DeckJobs(db, settings, render.store, self.gateway)
         self.pages = PageEdits(db, clock)
         self.edits = DeckEdits(db, render.store, clock)
+        self.assets = AssetEdits(db, self.limits, settings.deck_max_file_bytes, clock)
         handlers = {
             DeckJobKind.PAGE_VALIDATE: self.page_jobs.validate,
             DeckJobKind.PAGE_EDIT: self.page_jobs.edit,

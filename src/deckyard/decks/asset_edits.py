@@ -1,0 +1,208 @@
+"""Upload, replace and delete a deck's assets: types sniffed from content, references checked.
+
+The media type comes from the bytes (`filetype` reads magic numbers), never from the name or
+the client's `Content-Type`; the name's extension must agree with it. Text formats have no
+magic number: SVG is recognised by its root element, and CSS, JSON, JavaScript and plain text
+are accepted when the name says so and the bytes are UTF-8.
+
+Deleting an asset that a page, the theme or a font still refers to is refused with every
+reference (page, line, reference) unless forced: the deck is compiled without the asset and
+the problems that appear are exactly those references.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from dataclasses import dataclass
+
+import filetype
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from deckyard.clock import Clock
+from deckyard.db import Database
+from deckyard.decks.compile.documents import compile_deck_report
+from deckyard.decks.errors import CompileProblem
+from deckyard.decks.source.deck_source import MEDIA_TYPES, DeckSource
+from deckyard.decks.source.limits import DeckLimits
+from deckyard.decks.store import deck_get, deck_source, deck_touch
+from deckyard.decks.store_assets import deck_asset_delete, deck_asset_upsert
+from deckyard.decks.store_pages import deck_lock
+
+TEXT_TYPES = frozenset({"text/css", "text/javascript", "application/json", "text/plain"})
+_SNIFFED_ALIASES = {
+    "application/font-sfnt": "font/ttf",
+    "application/font-woff": "font/woff",
+    "image/x-icon": "image/x-icon",
+    "image/vnd.microsoft.icon": "image/x-icon",
+    "audio/x-wav": "audio/wav",
+    "audio/mp3": "audio/mpeg",
+}
+_SVG_ROOT = re.compile(rb"^\s*(<\?xml[^>]*>\s*)?(<!--.*?-->\s*|<!DOCTYPE[^>]*>\s*)*<svg[\s>]", re.S)
+_ASSET_PATH = re.compile(r"^assets/[A-Za-z0-9._@+-]+(/[A-Za-z0-9._@+-]+)*$")
+
+
+class AssetRefused(Exception):
+    """An asset upload or delete that was refused; `field` names what was wrong."""
+
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        *,
+        field: str | None = None,
+        references: list[CompileProblem] | None = None,
+        current: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.field = field
+        self.references = references or []
+        self.current = current
+
+
+@dataclass(frozen=True)
+class StoredAsset:
+    """An asset as stored: path, sniffed media type, size and content hash."""
+
+    path: str
+    media_type: str
+    size: int
+    sha256: str
+    created: bool
+
+
+def check_asset_path(path: str) -> str:
+    """`path` when it names a file under `assets/` without `..`, hidden or odd parts."""
+    normal = posixpath.normpath(path)
+    parts = normal.split("/")
+    if normal != path or not _ASSET_PATH.match(path) or any(p.startswith(".") for p in parts):
+        raise AssetRefused(
+            422,
+            "ASSET_PATH_INVALID",
+            "path: an asset lives under assets/ (letters, digits, '.', '_', '-', '@', '+')",
+            field="path",
+        )
+    return path
+
+
+def sniff_media_type(path: str, data: bytes) -> str:
+    """The media type of `data`, read from its bytes; refused when the name disagrees."""
+    by_name = MEDIA_TYPES.get(posixpath.splitext(path)[1].lower())
+    if by_name is None:
+        raise AssetRefused(
+            415,
+            "ASSET_TYPE_UNSUPPORTED",
+            f"path: {path!r} has no supported extension",
+            field="path",
+        )
+    guessed = filetype.guess_mime(data)
+    sniffed = _SNIFFED_ALIASES.get(guessed, guessed) if guessed else None
+    if sniffed is None and _SVG_ROOT.match(data[:4096]):
+        sniffed = "image/svg+xml"
+    if sniffed is None and by_name in TEXT_TYPES:
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise AssetRefused(
+                415, "ASSET_TYPE_UNKNOWN", "body: text assets must be UTF-8", field="body"
+            ) from None
+        sniffed = by_name
+    if sniffed is None:
+        raise AssetRefused(
+            415, "ASSET_TYPE_UNKNOWN", "body: the content's type is not recognised", field="body"
+        )
+    same_font = sniffed.startswith("font/") and by_name.startswith("font/")
+    if sniffed != by_name and not same_font:
+        raise AssetRefused(
+            415,
+            "ASSET_TYPE_MISMATCH",
+            f"body: the content is {sniffed}, but {path!r} says {by_name}",
+            field="body",
+        )
+    return by_name if same_font else sniffed
+
+
+class AssetEdits:
+    """Asset writes of a deck the caller owns (checked before)."""
+
+    def __init__(self, db: Database, limits: DeckLimits, max_bytes: int, clock: Clock) -> None:
+        self.db = db
+        self.limits = limits
+        self.max_bytes = max_bytes
+        self.clock = clock
+
+    async def put(
+        self, deck_id: int, path: str, data: bytes, base: int | None = None
+    ) -> StoredAsset:
+        """Store `data` at `path` (new or replacing), typed by its content; `base`: If-Match."""
+        check_asset_path(path)
+        if len(data) > self.max_bytes:
+            raise AssetRefused(
+                413, "ASSET_TOO_LARGE", f"body: over {self.max_bytes} bytes", field="body"
+            )
+        if not data:
+            raise AssetRefused(422, "ASSET_EMPTY", "body: an asset cannot be empty", field="body")
+        media_type = sniff_media_type(path, data)
+        async with self.db.write_transaction() as conn:
+            await _locked(conn, deck_id, base)
+            stored = await deck_asset_upsert(conn, deck_id, path, media_type, data)
+            await deck_touch(conn, deck_id, self.clock.now())
+        return StoredAsset(path, media_type, len(data), stored.sha256, stored.created)
+
+    async def delete(
+        self, workspace_id: str, deck_id: int, path: str, *, force: bool, base: int | None = None
+    ) -> bool:
+        """Delete an asset; refused while referenced unless `force`. False when not there."""
+        async with self.db.write_transaction() as conn:
+            await _locked(conn, deck_id, base)
+            row = await deck_get(conn, deck_id, workspace_id)
+            if row is None:
+                return False
+            source = await deck_source(conn, row)
+            if path not in source.assets:
+                return False
+            if not force:
+                references = self._references(source, path)
+                if references:
+                    raise AssetRefused(
+                        409,
+                        "ASSET_IN_USE",
+                        f"{path} is still referenced {len(references)} time(s); "
+                        "fix the pages or delete with force=true",
+                        field="path",
+                        references=references,
+                    )
+            await deck_asset_delete(conn, deck_id, path)
+            await deck_touch(conn, deck_id, self.clock.now())
+        return True
+
+    def _references(self, source: DeckSource, path: str) -> list[CompileProblem]:
+        """The references to `path`: compile problems that appear once it is gone."""
+        before = {_key(p) for p in compile_deck_report(source, self.limits).problems}
+        without = source.model_copy(
+            update={"assets": {k: v for k, v in source.assets.items() if k != path}}
+        )
+        after = compile_deck_report(without, self.limits).problems
+        return [p for p in after if _key(p) not in before]
+
+
+async def _locked(conn: AsyncConnection, deck_id: int, base: int | None) -> None:
+    head = await deck_lock(conn, deck_id)
+    if head is None:
+        raise AssetRefused(404, "NOT_FOUND", f"no deck {deck_id}")
+    if base is not None and head != base:
+        raise AssetRefused(
+            409,
+            "EDIT_CONFLICT",
+            f"deck {deck_id} is at version {head}, not {base}; reload and edit again",
+            field="If-Match",
+            current=head,
+        )
+
+
+def _key(p: CompileProblem) -> tuple[str, str | None, int | None, str]:
+    return (p.page, p.reference, p.line, p.code)

@@ -25,6 +25,10 @@ ENV_PREFIX = "DECKYARD_"
 PositiveSeconds = float
 
 
+SETTINGS_ENV = "DECKYARD_SERVE_SETTINGS"
+"""Resolved settings as JSON, handed by `serve --workers N` to its worker processes."""
+
+
 class SettingsError(Exception):
     """Raised when settings fail validation; `problems` holds one readable line per problem."""
 

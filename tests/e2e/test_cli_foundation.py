@@ -42,6 +42,23 @@ def test_workers_above_one_need_postgresql(tmp_path: Path) -> None:
     assert "needs PostgreSQL" in result.stderr and "Traceback" not in result.stderr
 
 
+@pytest.mark.postgres
+def test_workers_get_every_command_line_flag(
+    tmp_path: Path, pg_schema_url: str, servers: list[Server]
+) -> None:
+    """Issue 14: uvicorn's workers used to build the app from the environment only."""
+    env = clean_env(tmp_path, DECKYARD_READYZ_PUBLIC_DETAILS="true")
+    flags = ["--workers", "2", "--database", pg_schema_url, "--no-background-loops"]
+    server = Server([*flags, "--renderers", "0"], env, tmp_path)
+    servers.append(server)
+    server.wait_ready(60)
+    for _ in range(6):
+        body = httpx.get(f"{server.url}/readyz", timeout=10).json()
+        assert body["checks"]["database"]["url"].startswith("postgresql"), body
+        assert body["checks"]["loops"]["background_loops"] is False, body
+    assert not (tmp_path / "data" / "deckyard.db").exists()
+
+
 @pytest.mark.parametrize(
     ("env", "needle"),
     [

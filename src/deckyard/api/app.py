@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -24,7 +26,7 @@ from deckyard.api.metrics import router as metrics_router
 from deckyard.api.render import router as render_router
 from deckyard.api.tasks import router as tasks_router
 from deckyard.api.validate import router as validate_router
-from deckyard.config import Settings
+from deckyard.config import SETTINGS_ENV, Settings
 from deckyard.node import Node
 
 
@@ -78,5 +80,12 @@ def create_app(settings: Settings, *, node: Node | None = None) -> FastAPI:
 
 
 def create_app_from_env() -> FastAPI:
-    """An app configured from the environment (used by uvicorn with several workers)."""
+    """An app configured from the environment (used by uvicorn with several workers).
+
+    `deckyard serve --workers N` puts its resolved settings in `DECKYARD_SERVE_SETTINGS`, so
+    every worker gets the command line's flags, not only the environment's.
+    """
+    given = os.environ.get(SETTINGS_ENV)
+    if given:
+        return create_app(Settings.load(**json.loads(given)))
     return create_app(Settings.load())

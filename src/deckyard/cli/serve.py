@@ -8,13 +8,14 @@ command runs, not when the CLI starts.
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from deckyard.cli.common import fail, load_settings
-from deckyard.config import Settings
+from deckyard.config import SETTINGS_ENV, Settings
 
 
 def configure_logging() -> None:
@@ -43,6 +44,9 @@ def run_server(settings: Settings) -> None:
     try:
         with lite_lock(url, role=f"deckyard serve on {settings.host}:{settings.port}"):
             if settings.workers > 1:
+                # Workers are fresh processes that build the app from the environment: hand
+                # them these settings (command-line flags included) whole.
+                os.environ[SETTINGS_ENV] = settings.model_dump_json()
                 uvicorn.run(
                     "deckyard.api.app:create_app_from_env",
                     factory=True,

@@ -28,10 +28,11 @@ from rich.table import Table
 from sqlalchemy import select
 
 from deckyard.api.schema import workspaces
+from deckyard.cli.output import OutputFolderError, cache_dir, finish_output, prepare_output
 from deckyard.cli.render import FORMATS
 from deckyard.config import Settings
 from deckyard.decks.compile.documents import compile_deck_report
-from deckyard.decks.errors import DeckSourceError
+from deckyard.decks.errors import DeckSourceError, DeckSourceErrorCode
 from deckyard.decks.service import DeckService
 from deckyard.decks.source.folder import load_deck_folder
 from deckyard.decks.source.limits import DeckLimits
@@ -74,6 +75,7 @@ class RunReport:
     files: list[Path] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
     unavailable: bool = False
 
     @property
@@ -242,9 +244,11 @@ async def run_pipeline(
     console: Console,
 ) -> RunReport:
     """Load, store and check the deck; with `out`, also write the artefacts in `formats`."""
-    with tempfile.TemporaryDirectory(prefix="deckyard-validate-") as tmp:
-        work = out / ".deckyard" if out is not None else Path(tmp)
-        work.mkdir(parents=True, exist_ok=True)
+    earlier = prepare_output(out) if out is not None else set()
+    cache = cache_dir()
+    cache.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="run-", dir=cache) as tmp:
+        work = Path(tmp)
         settings = pipeline_settings(work, database_url)
         limits = DeckLimits.from_settings(settings)
         source = load_deck_folder(deck_dir, limits)
@@ -272,6 +276,8 @@ async def run_pipeline(
                 report.unavailable = not live
                 if out is not None and report.exit_code is not ExitCode.UNAVAILABLE:
                     await pipeline.artefacts(out, formats, report)
+        if out is not None and report.files:
+            report.removed = finish_output(out, report.files, earlier)
         return report
 
 
@@ -294,6 +300,10 @@ def print_summary(report: RunReport, console: Console) -> None:
         console.print(f"  failed: {failure}", markup=False)
     for path in report.files:
         console.print(f"  wrote {path}", markup=False)
+    for stale in report.removed:
+        console.print(
+            f"  removed {stale} (written by an earlier run, not by this one)", markup=False
+        )
     verdicts = {
         ExitCode.OK: "every page passed",
         ExitCode.CONTENT: "content problems found (exit 1)",
@@ -328,9 +338,13 @@ def run_command(
     logging.basicConfig(level=logging.INFO if verbose else logging.ERROR)
     try:
         report = asyncio.run(run_pipeline(deck_dir, out, wanted, database_url, console))
+    except OutputFolderError as exc:
+        err.print(f"deckyard: {exc}", markup=False)
+        return ExitCode.USAGE
     except DeckSourceError as exc:
         where = exc.file or exc.field or str(deck_dir)
         err.print(f"deckyard: {where}: {exc.message} [{exc.code}]", markup=False)
-        return ExitCode.CONTENT
+        usage = exc.code is DeckSourceErrorCode.FOLDER_NOT_FOUND
+        return ExitCode.USAGE if usage else ExitCode.CONTENT
     print_summary(report, console)
     return int(report.exit_code)

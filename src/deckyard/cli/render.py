@@ -1,4 +1,4 @@
-"""`deckyard render` and `deckyard validate`: a deck folder through the whole pipeline.
+"""`deckyard render` and `deckyard validate`: a deck folder or Markdown file through the pipeline.
 
 The commands parse their arguments here; the pipeline (`deckyard.cli.pipeline`, which starts a
 whole `Node`) is imported only when a command runs.
@@ -20,10 +20,17 @@ USAGE = 2
 def usage_problems(deck_dir: Path, formats: str | None) -> list[str]:
     """What is wrong with the arguments, found before anything heavy is imported or started."""
     problems = []
+    markdown = deck_dir.suffix.lower() in (".md", ".markdown")
     if not deck_dir.exists():
-        problems.append(f"{deck_dir}: no such folder; give the deck's folder (with deck.toml)")
-    elif not deck_dir.is_dir():
-        problems.append(f"{deck_dir} is a file; give the deck's folder (with deck.toml)")
+        problems.append(
+            f"{deck_dir}: no such folder or file; give the deck's folder (with deck.toml) "
+            "or a Markdown deck (.md)"
+        )
+    elif not deck_dir.is_dir() and not markdown:
+        problems.append(
+            f"{deck_dir} is a file; give the deck's folder (with deck.toml) "
+            "or a Markdown deck (.md)"
+        )
     if formats is not None:
         wanted = {f.strip() for f in formats.split(",") if f.strip()}
         unknown = wanted - set(FORMATS)
@@ -35,21 +42,25 @@ def usage_problems(deck_dir: Path, formats: str | None) -> list[str]:
 
 
 def render(
-    deck_dir: Annotated[Path, typer.Argument(help="The deck folder (deck.toml, pages/, assets/).")],
+    deck_dir: Annotated[
+        Path, typer.Argument(help="The deck folder (deck.toml, pages/, assets/) or a .md deck.")
+    ],
     out: Annotated[Path, typer.Option("--out", help="Where to write the artefacts.")],
     formats: Annotated[
         str, typer.Option("--format", help="Comma-separated: png (pages), pdf, zip (site).")
     ] = "png,pdf,zip",
     database_url: Annotated[
-        str | None, typer.Option("--database", help="Database URL (default: SQLite in --out).")
+        str | None,
+        typer.Option("--database", help="Database URL (default: a SQLite in the user cache)."),
     ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", help="Log what the server does.")] = False,
 ) -> None:
     """Validate, screenshot, build and export a deck with its own renderer.
 
-    Writes OUT/pages/NN-name.png, OUT/deck.pdf and OUT/site.zip. Exit 0 when every page
-    passed (warnings allowed), 1 on content failures, 2 on usage errors, 3 when the renderer
-    was unavailable.
+    Writes OUT/pages/NN-name.png, OUT/deck.pdf, OUT/site.zip and OUT/deckyard-manifest.json
+    (what it wrote; files an earlier run wrote and this one did not are removed). Exit 0 when
+    every page passed (warnings allowed), 1 on content failures, 2 on usage errors, 3 when the
+    renderer was unavailable.
     """
     problems = usage_problems(deck_dir, formats)
     if problems:
@@ -60,7 +71,9 @@ def render(
 
 
 def validate(
-    deck_dir: Annotated[Path, typer.Argument(help="The deck folder (deck.toml, pages/, assets/).")],
+    deck_dir: Annotated[
+        Path, typer.Argument(help="The deck folder (deck.toml, pages/, assets/) or a .md deck.")
+    ],
     database_url: Annotated[
         str | None, typer.Option("--database", help="Database URL (default: a temporary SQLite).")
     ] = None,
@@ -68,8 +81,8 @@ def validate(
 ) -> None:
     """Validate every page of a deck (compile and render check); writes no artefacts.
 
-    Exit 0 when every page passed (warnings allowed), 1 on content failures, 3 when the
-    renderer was unavailable and nothing could be verified; 2 on usage errors.
+    Exit 0 when every page passed (warnings allowed), 1 on content failures, 2 on usage
+    errors, 3 when the renderer was unavailable and nothing could be verified.
     """
     problems = usage_problems(deck_dir, None)
     if problems:

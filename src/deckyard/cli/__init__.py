@@ -1,7 +1,8 @@
 """The `deckyard` command line: a thin shell over the packages, one module per command group.
 
 `serve` (the API server and the renderer process), `admin` (migrate, tokens, jobs), `render`
-(render and validate a deck folder), `doctor` and `baseline`. Each command imports what it
+(render and validate a deck folder or Markdown file), `scaffold` (init, import), `doctor` and
+`baseline`. Each command imports what it
 runs when it runs, so `deckyard --help` and usage errors stay fast.
 """
 
@@ -11,7 +12,7 @@ import sys
 
 import typer
 
-from deckyard.cli import admin, baseline, doctor, render, serve
+from deckyard.cli import admin, baseline, doctor, render, scaffold, serve
 
 app = typer.Typer(
     name="deckyard",
@@ -27,6 +28,8 @@ app.command()(baseline.baseline)
 app.command()(doctor.doctor)
 app.command()(render.render)
 app.command()(render.validate)
+app.command()(scaffold.init)
+app.command(name="import")(scaffold.import_deck)
 app.add_typer(admin.token_app, name="token")
 app.add_typer(admin.jobs_app, name="jobs")
 

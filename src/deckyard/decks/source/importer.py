@@ -1,0 +1,149 @@
+"""Writes deck folders: a new one (`deckyard init`) or one converted from a Markdown deck.
+
+`import_markdown_deck` turns a Marp, Slidev or reveal.js `.md` into `deck.toml`, one
+`pages/slide-NN.md` per slide (with its resolved directives) and `assets/`: the deck's own
+`assets/` folder, plus local files the slides refer to elsewhere (`images/x.png`, Slidev's
+`public/`), copied under `assets/` with the references rewritten. Remote references are not
+fetched; each is reported, as is everything else not carried over.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import shutil
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from deckyard.decks.source.deck_source import DeckSource
+from deckyard.decks.source.folder import load_markdown_file
+from deckyard.decks.source.limits import DeckLimits
+
+_REFERENCE = re.compile(r"""(\]\(|src=["']|url\(["']?)(?P<ref>[^)"'\s]+)""")
+_REMOTE = re.compile(r"^(https?:)?//", re.IGNORECASE)
+
+
+@dataclass
+class ImportReport:
+    """What an import wrote, copied, and could not carry over."""
+
+    pages: list[str] = field(default_factory=list)
+    copied: list[str] = field(default_factory=list)
+    not_carried: list[str] = field(default_factory=list)
+
+
+def _toml_string(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _manifest(deck: DeckSource, theme: str | None) -> str:
+    lines = [
+        f"title = {_toml_string(deck.manifest.title)}",
+        f"lang = {_toml_string(deck.manifest.lang)}",
+    ]
+    if theme:
+        lines.append(f"theme = {_toml_string(theme)}")
+    lines += ["", "[slide]", f"width = {deck.width}", f"height = {deck.height}", ""]
+    text = "\n".join(lines)
+    tomllib.loads(text)
+    return text
+
+
+def _local_file(source_dir: Path, ref: str) -> tuple[str, Path] | None:
+    """(deck path under assets/, file) for a local reference outside assets/, if it exists."""
+    path = ref.split("#", 1)[0].split("?", 1)[0]
+    if not path or path.startswith(("assets/", "data:", "#", "mailto:")) or ":" in path[:8]:
+        return None
+    candidates = [source_dir / path.lstrip("/")]
+    if path.startswith("/"):
+        candidates.insert(0, source_dir / "public" / path.lstrip("/"))
+    for found in candidates:
+        resolved = found.resolve()
+        if resolved.is_file() and resolved.is_relative_to(source_dir.resolve()):
+            inside = resolved.relative_to(source_dir.resolve()).as_posix()
+            return "assets/" + inside.removeprefix("public/"), resolved
+    return None
+
+
+def _carry_references(
+    text: str, source_dir: Path, dest: Path, report: ImportReport, page: str
+) -> str:
+    def replace(match: re.Match[str]) -> str:
+        ref = match.group("ref")
+        if _REMOTE.match(ref):
+            if match.group(1) != "](" or re.search(r"\.(png|jpe?g|gif|svg|webp|css|woff2?)$", ref):
+                report.not_carried.append(
+                    f"{page}: remote {ref} is not fetched; download it into assets/"
+                )
+            return match.group(0)
+        local = _local_file(source_dir, ref)
+        if local is None:
+            return match.group(0)
+        target, file = local
+        if target not in report.copied:
+            (dest / target).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(file, dest / target)
+            report.copied.append(target)
+        return match.group(1) + target + ref[len(ref.split("#", 1)[0].split("?", 1)[0]) :]
+
+    return _REFERENCE.sub(replace, text)
+
+
+def import_markdown_deck(source: Path, dest: Path, limits: DeckLimits) -> ImportReport:
+    """Convert the Markdown deck `source` into the deck folder `dest` (new or empty)."""
+    deck = load_markdown_file(source, limits)
+    report = ImportReport(not_carried=[w.describe() for w in deck.warnings])
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / "pages").mkdir(exist_ok=True)
+    assets = source.parent / "assets"
+    if assets.is_dir():
+        shutil.copytree(assets, dest / "assets", dirs_exist_ok=True, symlinks=False)
+        report.copied += sorted(deck.assets)
+    theme: str | None = None
+    if deck.theme_path is not None:
+        theme = deck.theme_path
+        (dest / theme).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source.parent / theme, dest / theme)
+    elif deck.theme_css.strip():
+        builtin = re.fullmatch(r'@import "(\w+)";\s*', deck.theme_css)
+        if builtin:
+            theme = builtin.group(1)
+        else:
+            theme = "theme.css"
+            (dest / theme).write_text(deck.theme_css, encoding="utf-8")
+    (dest / "deck.toml").write_text(_manifest(deck, theme), encoding="utf-8")
+    for page in deck.pages:
+        text = _carry_references(page.text, source.parent, dest, report, page.name)
+        (dest / "pages" / f"{page.name}.md").write_text(text, encoding="utf-8")
+        report.pages.append(f"pages/{page.name}.md")
+    report.copied = [posixpath.normpath(p) for p in dict.fromkeys(report.copied)]
+    return report
+
+
+_INIT_PAGES = {
+    "01-title.md": "<!-- _class: lead -->\n\n# {title}\n\nA Deckyard deck\n\n"
+    "<!-- Speaker notes go in comments like this one. -->\n",
+    "02-content.md": "## What it shows\n\n- Markdown pages with the built-in theme\n"
+    "- Code, highlighted when the deck is compiled:\n\n```python\nprint('hello')\n```\n\n"
+    "- Math as MathML: $e^{{i\\pi}} + 1 = 0$\n- Links: [Deckyard](https://example.org)\n",
+    "03-end.html": '<section style="display:grid;place-items:center;height:100%">\n'
+    "  <h1>Thank you</h1>\n</section>\n",
+}
+
+
+def init_deck(dest: Path, title: str) -> list[str]:
+    """Write a new deck folder at `dest` (new or empty); the files written."""
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / "pages").mkdir(exist_ok=True)
+    (dest / "assets").mkdir(exist_ok=True)
+    manifest = f'title = {_toml_string(title)}\ntheme = "default"\n\n[slide]\n'
+    manifest += "width = 1920\nheight = 1080\n"
+    tomllib.loads(manifest)
+    (dest / "deck.toml").write_text(manifest, encoding="utf-8")
+    written = ["deck.toml"]
+    for name, text in _INIT_PAGES.items():
+        page = text.replace("{title}", title).replace("{{", "{").replace("}}", "}")
+        (dest / "pages" / name).write_text(page, encoding="utf-8")
+        written.append(f"pages/{name}")
+    return written

@@ -31,6 +31,8 @@ class Reply:
     raw: bytes | None = None
     delay: float = 0.0
     drop: bool = False
+    hold: asyncio.Event | None = None
+    """Answer only once this is set (the test's go-ahead)."""
 
 
 def png_bytes(width: int, height: int, color: tuple[int, int, int] = (40, 120, 200)) -> bytes:
@@ -158,6 +160,8 @@ class FakeOpenAI:
         seen = Seen(method, path, body, headers)
         self.requests.append(seen)
         reply = self._reply_for(seen)
+        if reply.hold is not None:
+            await reply.hold.wait()
         if reply.delay and not await self._wait_or_hangup(reader, reply.delay):
             self.disconnects += 1
             return False

@@ -8,6 +8,7 @@ the Chromium test.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import time
 from collections.abc import AsyncIterator
@@ -379,3 +380,26 @@ async def test_cancel_aborts_a_running_edit(db_url: str) -> None:
 
         await eventually(hung_up, timeout=10)
         assert await counts(app) == before
+
+
+async def test_a_version_written_meanwhile_is_not_overwritten(db_url: str) -> None:
+    async with ai_app(db_url) as (app, client, fake):
+        alice = await make_token(app, "alice")
+        deck = await new_deck(client, alice)
+        release = asyncio.Event()
+        fake.chat.append(Reply(FIXED, hold=release))
+        body = {"instruction": "x", "skip_visual_verification": True}
+        r = await client.post(f"/v1/decks/{deck}/pages/01-hello/ai-edit", json=body, headers=alice)
+
+        async def asked() -> bool:
+            return len(fake.seen("/v1/chat/completions")) == 1
+
+        await eventually(asked, timeout=30)
+        human = {"source": "# Mine\n", "skip_visual_verification": True}
+        put = await client.put(f"/v1/decks/{deck}/pages/01-hello", json=human, headers=alice)
+        assert put.status_code == 201, put.text
+        release.set()
+        done = await app.state.runtime.wait(r.json()["id"], timeout=30)
+        assert done.status == "failed" and done.error_code == "EDIT_CONFLICT", done.error_message
+        page = (await client.get(f"/v1/decks/{deck}/pages/01-hello", headers=alice)).json()
+        assert page["source"] == "# Mine\n"

@@ -64,14 +64,15 @@ class PageEditJobs:
     async def edit(self, ctx: JobContext) -> dict[str, Any]:
         """Change an existing page as the payload's `instruction` says."""
         deck_id, name = int(ctx.payload["deck_id"]), str(ctx.payload["page"])
-        _row, source = await load_deck(self.db, deck_id, workspace_of(ctx))
+        row, source = await load_deck(self.db, deck_id, workspace_of(ctx))
         old = source.page(name)
-        if old is None:
+        seen = next((p.number for p in row.pages if p.page_name == name), None)
+        if old is None or seen is None:
             raise refused(DeckJobErrorCode.PAGE_NOT_FOUND, f"no page {name!r}")
         messages = edit_messages(
             page_context(source), name, old.kind, old.text, str(ctx.payload["instruction"])
         )
-        return await self._rounds(ctx, deck_id, source, name, old.kind, messages)
+        return await self._rounds(ctx, deck_id, source, name, old.kind, messages, base=seen)
 
     async def create(self, ctx: JobContext) -> dict[str, Any]:
         """Write a new page (appended to the deck) from the payload's `prompt`."""
@@ -91,7 +92,14 @@ class PageEditJobs:
         name: str,
         kind: PageKind,
         messages: list[Message],
+        *,
+        base: int | None = None,
     ) -> dict[str, Any]:
+        """Ask, extract, gate; repeat with the problems until a pass or the rounds run out.
+
+        `base` is the page version the model was shown: a version written meanwhile (by a
+        person, say) makes the write fail with `EDIT_CONFLICT` instead of overwriting it.
+        """
         skip = bool(ctx.payload.get("skip_visual_verification", False))
         usage = Usage()
         rounds = self.settings.ai_repair_rounds + 1
@@ -122,7 +130,7 @@ class PageEditJobs:
                 messages.append(no_source_message(kind))
                 continue
             edited = PageSource(name=name, kind=kind, text=text)
-            gate = await self.pages.gate(ctx, deck_id, source, edited, skip=skip)
+            gate = await self.pages.gate(ctx, deck_id, source, edited, skip=skip, base=base)
             result = gate.check.result
             await ctx.emit(
                 AiEvent.ROUND,

@@ -71,6 +71,11 @@ class RenderRequest:
         """True once the request can never change again."""
         return self.status.is_terminal
 
+    @property
+    def reusable(self) -> bool:
+        """True while live or once succeeded: a retry of its job can take it over."""
+        return not self.is_terminal or self.status is RequestStatus.SUCCEEDED
+
 
 @dataclass(frozen=True)
 class RenderAttempt:

@@ -36,6 +36,7 @@ from deckyard.render.control.store import (
     request_cancel_for_jobs,
     request_get,
     request_insert,
+    request_latest_of_job,
 )
 from deckyard.render.protocol import error_kind
 
@@ -117,6 +118,11 @@ class ScreenshotHandler:
             if asked or status != JobStatus.RUNNING.value:
                 raise JobError(JobErrorCode.CANCELLED.value, "cancelled", retryable=False)
             await self.db.acquire_admission_lock(conn)
+            earlier = await request_latest_of_job(conn, ctx.id)
+            if earlier is not None and earlier.input_hash == digest and earlier.reusable:
+                # A retried job (its first attempt lost its connection or lease after the
+                # render finished) takes the render it already has instead of rendering twice.
+                return earlier
             request, created = await request_insert(self.db, conn, new, now)
             if not created:
                 await request_adopt(conn, request.id, ctx.id, now)

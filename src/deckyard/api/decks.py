@@ -23,7 +23,7 @@ from deckyard.api.deck_views import (
 )
 from deckyard.api.errors import ApiError
 from deckyard.api.jobs import JobOut
-from deckyard.api.params import RowId
+from deckyard.api.params import RowId, body_schema
 from deckyard.api.preconditions import etag
 from deckyard.decks.errors import DeckSourceError
 from deckyard.decks.jobs.names import PUBLISH_TASK
@@ -59,7 +59,7 @@ JSON_BODY = {
         "required": True,
         "content": {
             "application/json": {
-                "schema": DeckJson.model_json_schema(),
+                "schema": body_schema(DeckJson),
                 "example": {
                     "manifest": {"title": "Hello", "slide": {"width": 1920, "height": 1080}},
                     "pages": [{"name": "01-hello", "kind": "md", "text": "# Hello"}],

@@ -6,9 +6,10 @@ from handing the driver an integer it overflows on.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Path, Query
+from pydantic import BaseModel
 
 from deckyard.db.types import BIG_ID_MAX
 
@@ -25,3 +26,27 @@ def bounded_id(text: str | None) -> int | None:
         return None
     value = int(text)
     return value if value <= BIG_ID_MAX else None
+
+
+def body_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """`model`'s JSON schema with its `$defs` inlined, for an `openapi_extra` request body.
+
+    Pydantic points nested models at `#/$defs/...`, which inside /openapi.json would resolve
+    against the document root and dangle; an inlined schema stands on its own.
+    """
+    schema = model.model_json_schema()
+    defs: dict[str, Any] = schema.pop("$defs", {})
+
+    def inline(node: Any) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                rest = {k: v for k, v in node.items() if k != "$ref"}
+                return {**inline(defs[ref.removeprefix("#/$defs/")]), **inline(rest)}
+            return {k: inline(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [inline(v) for v in node]
+        return node
+
+    inlined: dict[str, Any] = inline(schema)
+    return inlined

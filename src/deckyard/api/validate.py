@@ -17,6 +17,7 @@ from deckyard.api.auth import Principal, current_principal
 from deckyard.api.deck_views import ValidateOut
 from deckyard.api.decks import deck_service, source_refused
 from deckyard.api.errors import ApiError, error_body
+from deckyard.api.params import body_schema
 from deckyard.decks.errors import DeckSourceError
 from deckyard.decks.source.deck_source import (
     DEFAULT_SLIDE_HEIGHT,
@@ -63,7 +64,7 @@ BODIES = {
     "requestBody": {
         "required": True,
         "content": {
-            "application/json": {"schema": ValidatePageIn.model_json_schema()},
+            "application/json": {"schema": body_schema(ValidatePageIn)},
             "application/zip": {"schema": {"type": "string", "format": "binary"}},
             "text/markdown": {"schema": {"type": "string"}},
         },

@@ -25,7 +25,7 @@ def test_a_markdown_deck_renders_one_png_per_slide_into_a_clean_folder(tmp_path:
     out = tmp_path / "out"
     done = run(tmp_path, "render", str(deck / "marp.md"), "--out", str(out), env=env)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "not carried over: marp.md:54 (slide 4)" in done.stdout.replace("\n", " ")
+    assert "warning: marp.md:54 (slide 4)" in done.stdout.replace("\n", " ")
     pngs = sorted((out / "pages").glob("*.png"))
     assert [p.name for p in pngs] == [f"0{i}-slide-0{i}.png" for i in range(1, 5)]
     assert all(png_size(p) == (1920, 1080) for p in pngs)

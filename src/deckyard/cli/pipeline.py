@@ -295,7 +295,7 @@ def print_summary(report: RunReport, console: Console) -> None:
         for note in row.notes:
             console.print(f"  {row.name}: {note}", markup=False)
     for warning in report.warnings:
-        console.print(f"  not carried over: {warning}", markup=False)
+        console.print(f"  warning: {warning}", markup=False)
     for failure in report.failures:
         console.print(f"  failed: {failure}", markup=False)
     for path in report.files:

@@ -171,3 +171,14 @@ def test_one_page_compiles_to_the_same_document_as_in_the_whole_deck(
     alone = compile_page(deck, "b", limits)
     assert (alone.index, alone.sha256) == (1, whole[1].sha256)
     assert 'data-number="2"' in alone.document
+
+
+@pytest.mark.parametrize(
+    ("slide", "size"), [({"width": 1280}, (1280, 720)), ({"height": 2160}, (3840, 2160))]
+)
+def test_a_partial_slide_table_keeps_the_aspect_ratio_and_says_so(
+    make_deck: MakeDeck, slide: dict[str, int], size: tuple[int, int]
+) -> None:
+    deck = make_deck({"a.md": "# A"}, slide=slide)
+    assert (deck.width, deck.height) == size
+    assert "keeps the default 16:9 aspect ratio" in deck.warnings[0].message

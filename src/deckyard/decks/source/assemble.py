@@ -18,11 +18,15 @@ from pydantic import ValidationError
 from deckyard.decks.errors import DeckSourceError
 from deckyard.decks.errors import DeckSourceErrorCode as Code
 from deckyard.decks.source.deck_source import (
+    DEFAULT_SLIDE_HEIGHT,
+    DEFAULT_SLIDE_WIDTH,
     PAGE_EXTENSIONS,
     Asset,
     DeckManifest,
     DeckSource,
     PageSource,
+    SlideSize,
+    SourceWarning,
     media_type_for,
 )
 from deckyard.decks.source.limits import DeckLimits, ZipLimits
@@ -212,6 +216,29 @@ def _ordered(
     return ordered
 
 
+def _complete_slide(
+    manifest: DeckManifest, manifest_file: str | None, prefix: str
+) -> tuple[DeckManifest, list[SourceWarning]]:
+    """A `[slide]` table giving only the width (or height) keeps the default 16:9 aspect."""
+    given = manifest.slide.model_fields_set
+    if given not in ({"width"}, {"height"}):
+        return manifest, []
+    width, height = manifest.slide.width, manifest.slide.height
+    if given == {"width"}:
+        height = max(16, round(width * DEFAULT_SLIDE_HEIGHT / DEFAULT_SLIDE_WIDTH))
+        said = f"gives only width = {width}; height = {height} keeps"
+    else:
+        width = max(16, round(height * DEFAULT_SLIDE_WIDTH / DEFAULT_SLIDE_HEIGHT))
+        said = f"gives only height = {height}; width = {width} keeps"
+    table = field_path(("slide",), prefix)
+    note = SourceWarning(
+        file=manifest_file,
+        message=f"[{table}] {said} the default 16:9 aspect ratio; give both to choose another",
+    )
+    slide = SlideSize(width=width, height=height)
+    return manifest.model_copy(update={"slide": slide}), [note]
+
+
 def assemble_deck(
     manifest: DeckManifest,
     files: Mapping[str, bytes],
@@ -227,6 +254,7 @@ def assemble_deck(
     `extra_pages` come already parsed (the JSON form) and keep their given order when the
     manifest has none; `theme_css` is inline theme text, used when the manifest names no file.
     """
+    manifest, warnings = _complete_slide(manifest, manifest_file, prefix)
     slide = manifest.slide
     for name, value in (("width", slide.width), ("height", slide.height)):
         if value > limits.max_slide_dimension:
@@ -293,4 +321,5 @@ def assemble_deck(
         assets=assets,
         theme_css=theme_css or "",
         theme_path=theme_path,
+        warnings=warnings,
     )

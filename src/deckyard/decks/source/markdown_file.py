@@ -152,7 +152,7 @@ def deck_from_markdown(
         extra_pages=pages,
         theme_css=css or None,
     )
-    return source.model_copy(update={"warnings": warnings})
+    return source.model_copy(update={"warnings": [*source.warnings, *warnings]})
 
 
 def load_markdown_bytes(data: bytes, filename: str, limits: DeckLimits) -> DeckSource:

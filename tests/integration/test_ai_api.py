@@ -403,3 +403,47 @@ async def test_a_version_written_meanwhile_is_not_overwritten(db_url: str) -> No
         assert done.status == "failed" and done.error_code == "EDIT_CONFLICT", done.error_message
         page = (await client.get(f"/v1/decks/{deck}/pages/01-hello", headers=alice)).json()
         assert page["source"] == "# Mine\n"
+
+
+async def test_deck_from_an_outline_is_written_slide_after_slide(db_url: str) -> None:
+    async with ai_app(db_url) as (app, client, fake):
+        alice = await make_token(app, "alice")
+        fake.chat.extend(
+            [Reply("```md\n# Why\n\nBecause.\n```"), Reply(BROKEN), Reply("```md\n# How\n```")]
+        )
+        body = {
+            "title": "Launch",
+            "outline": ["Why we launch", "How it works!"],
+            "slide": {"width": 1280, "height": 720},
+            "skip_visual_verification": True,
+        }
+        r = await client.post("/v1/decks/from-outline", json=body, headers=alice)
+        assert r.status_code == 202, r.text
+        deck, first = r.json()["deck_id"], r.json()["job"]["id"]
+        rt: Runtime = app.state.runtime
+        assert (await rt.wait(first, timeout=60)).status == "succeeded"
+
+        async def both() -> bool:
+            pages = (await client.get(f"/v1/decks/{deck}", headers=alice)).json()["pages"]
+            return len(pages) == 3
+
+        await eventually(both, timeout=60)
+        [second] = await rt.list(parent_id=first)
+        done = await rt.wait(second.id, timeout=60)
+        assert done.status == "succeeded" and done.result["rounds"] == 2
+        shown = (await client.get(f"/v1/decks/{deck}", headers=alice)).json()
+        assert [p["page"] for p in shown["pages"]] == [
+            "01-title",
+            "02-why-we-launch",
+            "03-how-it-works",
+        ]
+        prompt = fake.seen("/v1/chat/completions")[1].body["messages"][1]["content"]
+        assert (
+            "3. How it works!" in prompt
+            and "1280x720" in fake.requests[1].body["messages"][0]["content"]
+        )
+        assert await rt.list(parent_id=second.id) == []
+        bad = await client.post(
+            "/v1/decks/from-outline", json={"title": "x", "outline": []}, headers=alice
+        )
+        assert bad.status_code == 422

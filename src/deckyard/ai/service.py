@@ -15,13 +15,20 @@ from deckyard.ai.catalog import CatalogJobs
 from deckyard.ai.errors import AI_QUEUE, AiJobKind
 from deckyard.ai.external import ExternalWorkers
 from deckyard.ai.images import ImageJobs
-from deckyard.ai.page_edits import PageEditJobs
+from deckyard.ai.page_edits import PageEditJobs, outline_step
 from deckyard.ai.provider import AiProvider
 from deckyard.ai.store import StoredModel, model_list
 from deckyard.clock import SYSTEM_CLOCK, Clock
 from deckyard.config import Settings
 from deckyard.db import Database
 from deckyard.decks.service import DeckService
+from deckyard.decks.source.deck_source import (
+    DeckManifest,
+    DeckSource,
+    PageKind,
+    PageSource,
+    SlideSize,
+)
 from deckyard.jobs import Job, Runtime
 
 
@@ -39,6 +46,7 @@ class AiService:
     ) -> None:
         self.db = db
         self.runtime = runtime
+        self.decks = decks
         self.settings = settings
         self.external = ExternalWorkers(runtime, settings)
         self.provider: AiProvider | None = None
@@ -46,7 +54,7 @@ class AiService:
         if not settings.ai_configured:
             return
         self.provider = provider = AiProvider(settings)
-        self.pages = PageEditJobs(db, settings, provider, decks.page_jobs)
+        self.pages = PageEditJobs(db, runtime, settings, provider, decks.page_jobs)
         self.images = ImageJobs(db, settings, provider, clock)
         self.catalog = CatalogJobs(db, provider, clock)
         handlers = {
@@ -122,6 +130,39 @@ class AiService:
             "skip_visual_verification": skip_visual_verification,
         }
         return await self._enqueue(AiJobKind.PAGE_CREATE, payload, workspace_id)
+
+    async def deck_from_outline(
+        self,
+        workspace_id: str,
+        title: str,
+        items: list[str],
+        *,
+        kind: str,
+        width: int,
+        height: int,
+        skip_visual_verification: bool = False,
+    ) -> tuple[int, Job]:
+        """Create a deck with a title slide, then have the model write one slide per item.
+
+        The slides are written by a chain of `ai.page_create` jobs, each enqueued by the
+        previous one's finish (each is the child of the one before); answers the deck id and
+        the first job.
+        """
+        manifest = DeckManifest(title=title, slide=SlideSize(width=width, height=height))
+        cover = PageSource(name="01-title", kind=PageKind.MARKDOWN, text=f"# {title}\n")
+        made = await self.decks.create_deck(
+            workspace_id, DeckSource(manifest=manifest, pages=[cover])
+        )
+        outline = {"title": title, "items": items, "index": 0}
+        step = outline_step(outline, 0)
+        assert step is not None
+        payload = {
+            "deck_id": made.deck_id,
+            "kind": kind,
+            "skip_visual_verification": skip_visual_verification,
+            **step,
+        }
+        return made.deck_id, await self._enqueue(AiJobKind.PAGE_CREATE, payload, workspace_id)
 
     async def generate_image(self, workspace_id: str, deck_id: int, prompt: str, size: str) -> Job:
         """Enqueue `ai.image`."""

@@ -57,6 +57,32 @@ class ImageIn(_Body):
     size: str = Field("1024x1024", pattern=r"^\d{1,5}x\d{1,5}$")
 
 
+class SlideIn(_Body):
+    """The slide size of a generated deck."""
+
+    width: int = Field(1920, ge=16, le=8192)
+    height: int = Field(1080, ge=16, le=8192)
+
+
+class OutlineIn(_Body):
+    """A deck to write: its title and one line per slide after the title slide."""
+
+    title: str = Field(min_length=1, max_length=300)
+    outline: list[Annotated[str, Field(min_length=1, max_length=2000)]] = Field(
+        min_length=1, max_length=98
+    )
+    kind: PageKind = PageKind.MARKDOWN
+    slide: SlideIn = Field(default_factory=SlideIn)
+    skip_visual_verification: bool = False
+
+
+class OutlineOut(BaseModel):
+    """The new deck and the job writing its first slide (each slide's job starts the next)."""
+
+    deck_id: int
+    job: JobOut
+
+
 class ModelOut(BaseModel):
     """One model of the provider's catalog."""
 
@@ -157,6 +183,33 @@ async def generate_asset(
     await owned_deck(request, principal, deck_id)
     job = await service.generate_image(principal.workspace_id, deck_id, body.prompt, body.size)
     return accepted(job)
+
+
+@router.post(
+    "/v1/decks/from-outline", status_code=202, response_model=OutlineOut, responses=AI_RESPONSES
+)
+async def deck_from_outline(
+    request: Request, principal: Caller, body: Annotated[OutlineIn, Body()]
+) -> JSONResponse:
+    """Create a deck with a title slide; the model then writes one slide per outline line.
+
+    The slides are written in order by a chain of `ai.page_create` jobs (the first is
+    answered; each next one is its predecessor's child), each through the write gate.
+    """
+    service = ai_service(request)
+    deck_id, job = await service.deck_from_outline(
+        principal.workspace_id,
+        body.title,
+        body.outline,
+        kind=body.kind.value,
+        width=body.slide.width,
+        height=body.slide.height,
+        skip_visual_verification=body.skip_visual_verification,
+    )
+    out = OutlineOut(deck_id=deck_id, job=JobOut.of(job))
+    return JSONResponse(
+        out.model_dump(mode="json"), status_code=202, headers={"Location": f"/v1/decks/{deck_id}"}
+    )
 
 
 @router.get("/v1/ai/models", response_model=list[ModelOut], responses=AI_RESPONSES)

@@ -104,6 +104,26 @@ class Settings(BaseSettings):
     job_retry_max_delay_seconds: float = Field(300.0, gt=0)
     job_retry_jitter: float = Field(0.2, ge=0, le=1)
     job_concurrency: int = Field(10, ge=1, le=1000)
+    job_prefetch: int = Field(
+        10,
+        ge=0,
+        le=1000,
+        description="Jobs a worker claims ahead of its free slots and keeps in a local buffer "
+        "(their leases are heartbeated; handed back on stop), so slots stay busy between "
+        "claim round trips. Only while its jobs are short (job_prefetch_max_job_seconds).",
+    )
+    job_hand_off: bool = Field(
+        True,
+        description="A job enqueued in a process whose worker has a free slot for its queue is "
+        "inserted already claimed by that worker and starts at once (no wakeup, no second "
+        "transaction).",
+    )
+    job_prefetch_max_job_seconds: float = Field(
+        0.5,
+        ge=0,
+        description="A worker prefetches only while its jobs' average run time stays below "
+        "this: a buffered job of a slow kind would wait for a slot another node may have free.",
+    )
     job_stop_grace_seconds: float = Field(10.0, ge=0)
     job_recovery_backoff_seconds: float = Field(1.0, ge=0)
     job_retention_seconds: float = Field(7 * 24 * 3600.0, gt=0)

@@ -1,6 +1,8 @@
-"""A real worker process for crash tests: `python -m tests.helpers.worker_proc URL`.
+"""A real worker process for crash tests: `python -m tests.helpers.worker_proc URL N [hold]`.
 
-Its handler records a side-table row through `on_success`, i.e. inside the finish
+With `hold`, its `hold` jobs never finish (they print `started ID ATTEMPT` and sleep), so a
+concurrency of 1 leaves the rest of a claim in the prefetch buffer; without it they succeed.
+Its handlers record a side-table row through `on_success`, i.e. inside the finish
 compare-and-set transaction, so a row exists exactly once per successful job.
 """
 
@@ -23,8 +25,20 @@ side = Table("side_effects", side_md, Column("job_id", Integer, primary_key=True
 SETTINGS = {"job_lease_seconds": 2.0, "job_heartbeat_interval_seconds": 0.5}
 
 
-async def main(url: str, concurrency: int) -> None:
+async def main(url: str, concurrency: int, hold: bool) -> None:
     rt = Runtime(url, settings=fast_settings(**SETTINGS), migrate=False)
+
+    @rt.handler("hold", queue="hold", max_attempts=5)
+    async def held(ctx: JobContext) -> int:
+        if hold:
+            print(f"started {ctx.id} {ctx.attempt}", flush=True)
+            await asyncio.sleep(3600)
+
+        async def record(conn: AsyncConnection) -> None:
+            await conn.execute(insert(side).values(job_id=ctx.id))
+
+        ctx.on_success(record)
+        return ctx.attempt
 
     @rt.handler("side", queue="crash", max_attempts=3)
     async def handle(ctx: JobContext) -> None:
@@ -35,7 +49,7 @@ async def main(url: str, concurrency: int) -> None:
 
         ctx.on_success(record)
 
-    rt.worker(["crash"], concurrency=concurrency)
+    rt.worker(["crash", "hold"], concurrency=concurrency)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
@@ -46,4 +60,4 @@ async def main(url: str, concurrency: int) -> None:
 
 if __name__ == "__main__":
     with lite_lock(sys.argv[1], role="crash-test worker"):
-        asyncio.run(main(sys.argv[1], int(sys.argv[2])))
+        asyncio.run(main(sys.argv[1], int(sys.argv[2]), sys.argv[3:] == ["hold"]))

@@ -304,8 +304,31 @@ class Runtime:
         if conn is not None:
             job, _ = await job_enqueue(self.db, conn, new, now)
             return job
+        taker = self._hand_off_worker(new, now)
+        if taker is not None:
+            return await taker.take_enqueued(new, now)
         job, _ = await self.db.write(lambda tx: job_enqueue(self.db, tx, new, now))
         return job
+
+    def _hand_off_worker(self, new: NewJob, now: datetime) -> Worker | None:
+        """A running worker of this process that can take `new` as it is inserted, if any.
+
+        Only a due job without dedupe key or passed deadline, of a kind with a handler here.
+        """
+        if (
+            not self.started
+            or not self.settings.job_hand_off
+            or new.dedupe_key is not None
+            or new.run_at > now
+            or (new.deadline_at is not None and new.deadline_at <= now)
+            or new.kind not in self.handlers
+            or new.max_attempts < 1
+        ):
+            return None
+        for w in self.workers:
+            if new.queue in w.queues and w.has_free_slot():
+                return w
+        return None
 
     async def enqueue_many(self, specs: Iterable[EnqueueSpec]) -> list[Job]:
         """Enqueue many jobs in one transaction; returns them in order."""

@@ -123,6 +123,35 @@ async def job_enqueue(
     raise RuntimeError(f"dedupe key {new.dedupe_key!r} kept changing hands; giving up")
 
 
+async def job_enqueue_claimed(
+    db: Database,
+    conn: AsyncConnection,
+    new: NewJob,
+    now: datetime,
+    owner: str,
+    lease: float,
+) -> Job:
+    """Insert a due job already claimed by `owner` (attempt 1, leased), with its `started` event.
+
+    The in-process hand-off: the enqueuer's own worker has a free slot, so the job needs no
+    wakeup and no second transaction to be claimed. No dedupe key (a dedupe hit returns an
+    existing job, which is not this worker's to claim).
+    """
+    if new.dedupe_key is not None:
+        raise ValueError("job_enqueue_claimed takes no dedupe key")
+    row = {
+        **new.row(now),
+        "status": RUNNING,
+        "attempt": 1,
+        "lease_owner": owner,
+        "lease_expires_at": now + timedelta(seconds=lease),
+        "started_at": now,
+    }
+    job = Job.from_row((await conn.execute(insert(jobs).values(row).returning(*JOB_COLUMNS))).one())
+    await events_append(db, conn, [(job.id, "started", {"attempt": 1})], now)
+    return job
+
+
 async def jobs_enqueue(
     db: Database, conn: AsyncConnection, items: Sequence[NewJob], now: datetime
 ) -> list[Job]:
@@ -476,6 +505,32 @@ async def jobs_release(
             ),
             finished_at=case((cancelled, now), (spent, now), else_=None),
             run_at=now,
+            lease_expires_at=None,
+            updated_at=now,
+        )
+        .returning(jobs.c.id)
+    )
+    return [r.id for r in rows]
+
+
+async def jobs_unclaim(
+    conn: AsyncConnection, owner: str, held: Sequence[tuple[int, int]], now: datetime
+) -> list[int]:
+    """Hand back claimed jobs that never started (a worker's prefetch buffer at stop).
+
+    Their attempt is given back too: the claim counted one that never ran. Guarded like every
+    finish: same owner, same attempt, lease unexpired.
+    """
+    if not held:
+        return []
+    rows = await conn.execute(
+        update(jobs)
+        .where(tuple_(jobs.c.id, jobs.c.attempt).in_(held), _held(owner, now))
+        .values(
+            status=PENDING,
+            attempt=jobs.c.attempt - 1,
+            run_at=now,
+            lease_owner=None,
             lease_expires_at=None,
             updated_at=now,
         )

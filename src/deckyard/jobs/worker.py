@@ -3,6 +3,12 @@
 Three loops per worker, all on `Loop`: `claim` (wakes on enqueue and on a freed slot), `beat`
 (one UPDATE per interval for every lease it holds; silent with nothing running) and `settle`
 (finishes queued up while a previous flush ran are committed together: a group commit).
+
+Prefetch: while its jobs are short, a claim takes up to `job_prefetch` jobs more than the free
+slots; they wait in a local buffer (their leases heartbeated with the running ones) and a freed
+slot starts the next one at once, without a round trip. On stop the buffer is handed back with
+the attempt the claim counted (`jobs_unclaim`); after a crash, recovery takes them like any
+expired lease.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ import logging
 import os
 import socket
 import uuid
+from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -30,14 +37,17 @@ from deckyard.jobs.status import EventType, JobErrorCode, JobStatus
 from deckyard.jobs.store import (
     WAKE_CANCEL,
     WAKE_JOBS,
+    NewJob,
     events_append,
     job_claim,
+    job_enqueue_claimed,
     job_fail,
     job_next_due,
     jobs_cancel_requested,
     jobs_complete,
     jobs_fail_overdue,
     jobs_release,
+    jobs_unclaim,
     lease_extend,
     wake_channel,
 )
@@ -79,7 +89,7 @@ class Outcome:
     """How one attempt ended, waiting to be settled."""
 
     job: Job
-    kind: Literal["success", "failure", "release"]
+    kind: Literal["success", "failure", "release", "unclaim"]
     result: Any = None
     code: str = ""
     message: str = ""
@@ -112,6 +122,13 @@ class Worker:
         self.concurrency = concurrency
         self.owner = make_owner()
         self.running: dict[int, Running] = {}
+        self.buffer: deque[Job] = deque()
+        """Claimed jobs waiting for a slot (prefetch)."""
+        self._avg_run = 0.0
+        """Moving average of this worker's handler run times, seconds: gates prefetch."""
+        self._reserved = 0
+        """Slots promised to enqueues in flight in this process (`take_enqueued`)."""
+        """Moving average of this worker's handler run times, seconds: gates prefetch."""
         self._outcomes: list[Outcome] = []
         self._stopping = False
         self._maybe_more = False
@@ -165,6 +182,7 @@ class Worker:
         """Stop claiming, let running jobs finish for `grace` seconds, then hand the rest back."""
         self._stopping = True
         await self.claim_loop.stop()
+        self._hand_back_buffer()
         tasks = [r.task for r in self.running.values() if r.task is not None]
         if tasks:
             await asyncio.wait(tasks, timeout=grace)
@@ -189,12 +207,61 @@ class Worker:
         running.ctx.cancelled.set()
         running.task.cancel()
 
+    def has_free_slot(self) -> bool:
+        """True when a job handed over now would start at once (nothing claimed waits)."""
+        return (
+            self.claim_loop.alive
+            and not self._stopping
+            and not self.buffer
+            and len(self.running) + self._reserved < self.concurrency
+        )
+
+    async def take_enqueued(self, new: NewJob, now: datetime) -> Job:
+        """Insert `new` claimed by this worker and start it: the in-process hand-off."""
+        rt = self.runtime
+        self._reserved += 1
+        try:
+            job = await rt.db.write(
+                lambda conn: job_enqueue_claimed(
+                    rt.db, conn, new, now, self.owner, rt.settings.job_lease_seconds
+                )
+            )
+        finally:
+            self._reserved -= 1
+        rt.metrics.claims += 1
+        rt.metrics.claim_latency.observe(0.0)
+        if self._stopping:
+            self._queue_outcome(Outcome(job, "unclaim"))
+        else:
+            self._start(job)
+            self.beat_loop.poke()
+        return job
+
+    def _hand_back_buffer(self) -> None:
+        while self.buffer:
+            self._queue_outcome(Outcome(self.buffer.popleft(), "unclaim"))
+
+    def _prefetch(self) -> int:
+        s = self.runtime.settings
+        return s.job_prefetch if self._avg_run <= s.job_prefetch_max_job_seconds else 0
+
+    def _fill_slots(self) -> None:
+        while self.buffer and len(self.running) < self.concurrency and not self._stopping:
+            self._start(self.buffer.popleft())
+
     # --- claim --------------------------------------------------------------------------------
 
     async def _claim_tick(self) -> Tick:
         rt = self.runtime
         now = rt.clock.now()
-        free = self.concurrency - len(self.running)
+        self._fill_slots()
+        free = (
+            self.concurrency
+            + self._prefetch()
+            - len(self.running)
+            - len(self.buffer)
+            - self._reserved
+        )
         can_claim = not self._stopping and free > 0
         idle = IDLE
         if self._jobs_sub.take_hits() & self._queue_channels:
@@ -242,7 +309,10 @@ class Worker:
         rt.metrics.claims += len(runnable)
         for job in runnable:
             rt.metrics.claim_latency.observe(max((now - job.run_at).total_seconds(), 0.0))
-            self._start(job)
+            self.buffer.append(job)
+        if self._stopping:
+            self._hand_back_buffer()
+        self._fill_slots()
         if runnable:
             self.beat_loop.poke()
         return ACTIVE if claimed else idle
@@ -253,9 +323,16 @@ class Worker:
         self.running[job.id] = running
         running.task = asyncio.create_task(self._execute(running), name=f"job:{job.id}")
 
+    def _queue_outcome(self, outcome: Outcome) -> None:
+        if not self._outcomes:
+            self._outcomes_since = self.runtime.clock.monotonic()
+        self._outcomes.append(outcome)
+        self.settle_loop.poke()
+
     async def _execute(self, running: Running) -> None:
         job, ctx = running.job, running.ctx
         outcome: Outcome | None = None
+        began = self.runtime.clock.monotonic()
         try:
             outcome = await self._call_handler(job, ctx)
         except asyncio.CancelledError:
@@ -273,11 +350,11 @@ class Worker:
                 outcome = Outcome(job, "release")
         finally:
             self.running.pop(job.id, None)
+            took = self.runtime.clock.monotonic() - began
+            self._avg_run += (took - self._avg_run) * 0.2
             if outcome is not None:
-                if not self._outcomes:
-                    self._outcomes_since = self.runtime.clock.monotonic()
-                self._outcomes.append(outcome)
-                self.settle_loop.poke()
+                self._queue_outcome(outcome)
+            self._fill_slots()
             self.claim_loop.poke()
 
     async def _call_handler(self, job: Job, ctx: JobContext) -> Outcome:
@@ -343,7 +420,7 @@ class Worker:
         rt = self.runtime
         interval = rt.settings.job_heartbeat_interval_seconds
         cancel_woken = await self._cancel_sub.wait(0)
-        if not self.running:
+        if not self.running and not self.buffer:
             self._last_beat = None
             return IDLE
         mono = rt.clock.monotonic()
@@ -351,6 +428,7 @@ class Worker:
             self._last_beat = mono
         elif mono - self._last_beat >= interval * 0.98:
             held = [(r.job.id, r.job.attempt) for r in self.running.values()]
+            held += [(j.id, j.attempt) for j in self.buffer]
             lease = rt.settings.job_lease_seconds
             beat = await rt.db.write(
                 lambda conn: lease_extend(conn, self.owner, held, rt.clock.now(), lease)
@@ -360,14 +438,40 @@ class Worker:
             for job_id, _ in held:
                 if job_id not in beat.extended:
                     self.stop_job(job_id, "lease_lost")
+            self._drop_buffered({i for i, _ in held} - beat.extended, beat.cancel_requested)
             for job_id in beat.cancel_requested:
                 self.stop_job(job_id, "cancel")
         elif cancel_woken:
             async with rt.db.read_connection() as conn:
-                asked = await jobs_cancel_requested(conn, list(self.running))
+                asked = await jobs_cancel_requested(
+                    conn, [*self.running, *(j.id for j in self.buffer)]
+                )
+            self._drop_buffered(set(), asked)
             for job_id in asked:
                 self.stop_job(job_id, "cancel")
         return Tick(due_in=max(interval - (rt.clock.monotonic() - self._last_beat), 0.0))
+
+    def _drop_buffered(self, lost: set[int], cancelled: set[int]) -> None:
+        """Take buffered jobs out: lost leases silently, cancel requests as cancelled failures."""
+        if not self.buffer or not (lost or cancelled):
+            return
+        keep: deque[Job] = deque()
+        for job in self.buffer:
+            if job.id in lost:
+                log.warning("job %d attempt %d: lease lost while buffered", job.id, job.attempt)
+                self.runtime.metrics.lost_cas += 1
+            elif job.id in cancelled:
+                self._queue_outcome(
+                    Outcome(
+                        job,
+                        "failure",
+                        code=JobErrorCode.CANCELLED.value,
+                        message="cancelled before it started",
+                    )
+                )
+            else:
+                keep.append(job)
+        self.buffer = keep
 
     # --- settle -------------------------------------------------------------------------------
 
@@ -433,6 +537,10 @@ class Worker:
                     db.notify(conn, WAKE_JOBS)
         released = [(o.job.id, o.job.attempt) for o in batch if o.kind == "release"]
         for job_id in await jobs_release(conn, self.owner, released, now):
+            statuses[job_id] = "released"
+            db.notify(conn, WAKE_JOBS)
+        unclaimed = [(o.job.id, o.job.attempt) for o in batch if o.kind == "unclaim"]
+        for job_id in await jobs_unclaim(conn, self.owner, unclaimed, now):
             statuses[job_id] = "released"
             db.notify(conn, WAKE_JOBS)
         events.extend(self._event_for(o, statuses.get(o.job.id)) for o in batch)

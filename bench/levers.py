@@ -1,0 +1,74 @@
+"""One lever on and off, interleaved in one run: `bench/levers.py --off job_prefetch=0`.
+
+Each repetition measures Deckyard with default settings, then with the `--off` settings (as
+`DECKYARD_*` environment variables), so both arms see the same machine load; medians and the
+on/off ratio are printed. Figures from `bench/job_queue.py`'s throughput and latency functions.
+
+Run: .venv/bin/python bench/levers.py --off job_prefetch=0 [--jobs 3000] [--reps 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from job_queue import latency_in_process, pct, throughput
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--off", action="append", required=True, help="setting=value, repeatable")
+    ap.add_argument("--jobs", type=int, default=3000)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--samples", type=int, default=60)
+    ap.add_argument("--only", default="", help="comma list of measure names to run")
+    args = ap.parse_args()
+    off = {f"DECKYARD_{k.upper()}": v for k, v in (s.split("=", 1) for s in args.off)}
+    measures: dict[str, Callable[[], Awaitable[float]]] = {}
+    for dialect in ("postgresql", "sqlite"):
+        for work in (0.0, 5.0):
+            measures[f"{dialect} {work:g} ms jobs/s"] = (
+                lambda d=dialect, w=work: throughput(d, args.jobs, 10, w)
+            )
+
+        async def p50(d: str = dialect) -> float:
+            return pct(await latency_in_process(d, args.samples), 50) * 1000
+
+        measures[f"{dialect} enqueue->start p50 ms"] = p50
+    only = {s for s in args.only.split(",") if s}
+    results: dict[str, dict[str, list[float]]] = {}
+    for name, fn in measures.items():
+        if only and not any(o in name for o in only):
+            continue
+        arms: dict[str, list[float]] = {"on": [], "off": []}
+        for _ in range(args.reps):
+            for arm in ("on", "off"):
+                saved = {k: os.environ.get(k) for k in off}
+                if arm == "off":
+                    os.environ.update(off)
+                try:
+                    arms[arm].append(await fn())
+                finally:
+                    for k, v in saved.items():
+                        if v is None:
+                            os.environ.pop(k, None)
+                        else:
+                            os.environ[k] = v
+        results[name] = arms
+        on, of = statistics.median(arms["on"]), statistics.median(arms["off"])
+        print(
+            f"{name}: on {on:,.2f} / off {of:,.2f} = {on / of:.2f}x  "
+            f"(on {[round(x, 2) for x in arms['on']]}, off {[round(x, 2) for x in arms['off']]})",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -34,8 +34,8 @@ async def main() -> None:
     measures: dict[str, Callable[[], Awaitable[float]]] = {}
     for dialect in ("postgresql", "sqlite"):
         for work in (0.0, 5.0):
-            measures[f"{dialect} {work:g} ms jobs/s"] = (
-                lambda d=dialect, w=work: throughput(d, args.jobs, 10, w)
+            measures[f"{dialect} {work:g} ms jobs/s"] = lambda d=dialect, w=work: throughput(
+                d, args.jobs, 10, w
             )
 
         async def p50(d: str = dialect) -> float:

@@ -13,6 +13,8 @@ from deckyard import __version__
 from deckyard.api.agents import router as agents_router
 from deckyard.api.ai import ai_metrics
 from deckyard.api.ai import router as ai_router
+from deckyard.api.audit import AuditMiddleware
+from deckyard.api.audit import router as audit_router
 from deckyard.api.dashboard import router as dashboard_router
 from deckyard.api.deck_assets import router as deck_assets_router
 from deckyard.api.deck_pages import router as deck_pages_router
@@ -25,6 +27,7 @@ from deckyard.api.maintenance import ApiMaintenance
 from deckyard.api.metrics import router as metrics_router
 from deckyard.api.render import router as render_router
 from deckyard.api.tasks import router as tasks_router
+from deckyard.api.tokens import router as tokens_router
 from deckyard.api.validate import router as validate_router
 from deckyard.config import SETTINGS_ENV, Settings
 from deckyard.node import Node
@@ -62,6 +65,7 @@ def create_app(settings: Settings, *, node: Node | None = None) -> FastAPI:
         docs_url="/docs",
     )
     install_error_handlers(app)
+    app.add_middleware(AuditMiddleware)
     app.add_middleware(IdempotencyMiddleware, max_body_size=settings.api_max_body_bytes)
     app.add_middleware(BodyLimitMiddleware, max_body_size=settings.api_max_body_bytes)
     app.include_router(health_router)
@@ -72,6 +76,8 @@ def create_app(settings: Settings, *, node: Node | None = None) -> FastAPI:
     app.include_router(decks_router)
     app.include_router(deck_pages_router)
     app.include_router(deck_assets_router)
+    app.include_router(tokens_router)
+    app.include_router(audit_router)
     app.include_router(validate_router)
     app.include_router(ai_router)
     app.include_router(agents_router)

@@ -10,7 +10,7 @@ from datetime import datetime
 from enum import StrEnum
 
 from fastapi import Request
-from sqlalchemy import insert, select
+from sqlalchemy import insert, select, update
 
 from deckyard.api.errors import ApiError
 from deckyard.api.schema import api_tokens, workspaces
@@ -24,10 +24,19 @@ WORKSPACE_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 
 
 class TokenRole(StrEnum):
-    """What a token may do: `member` everything in its workspace, `worker` only work queues."""
+    """What a token may do in its workspace.
 
-    MEMBER = "member"
+    `admin` everything, tokens included; `editor` read and write decks, jobs and tasks;
+    `viewer` only read; `worker` only claim and finish queue jobs.
+    """
+
+    ADMIN = "admin"
+    EDITOR = "editor"
+    VIEWER = "viewer"
     WORKER = "worker"
+
+
+PEOPLE = frozenset({TokenRole.ADMIN, TokenRole.EDITOR, TokenRole.VIEWER})
 
 
 @dataclass(frozen=True)
@@ -36,7 +45,7 @@ class Principal:
 
     workspace_id: str
     token_id: int
-    role: TokenRole = TokenRole.MEMBER
+    role: TokenRole = TokenRole.ADMIN
 
 
 def hash_token(token: str) -> str:
@@ -49,7 +58,7 @@ async def token_create(
     workspace_id: str,
     now: datetime,
     label: str = "",
-    role: TokenRole = TokenRole.MEMBER,
+    role: TokenRole = TokenRole.ADMIN,
 ) -> str:
     """Create a token for `workspace_id` (creating the workspace if needed); returns the token."""
     if not WORKSPACE_RE.match(workspace_id):
@@ -87,6 +96,52 @@ async def token_resolve(db: Database, token: str) -> Principal | None:
             )
         ).first()
     return Principal(row.workspace_id, row.id, TokenRole(row.role)) if row else None
+
+
+@dataclass(frozen=True)
+class TokenRow:
+    """A token as listed: never its secret, which is only shown when it is created."""
+
+    id: int
+    role: str
+    label: str | None
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+async def token_list(db: Database, workspace_id: str) -> list[TokenRow]:
+    """The workspace's tokens, newest first, revoked ones included."""
+    c = api_tokens.c
+    async with db.read_connection() as conn:
+        rows = await conn.execute(
+            select(c.id, c.role, c.label, c.created_at, c.revoked_at)
+            .where(c.workspace_id == workspace_id)
+            .order_by(c.id.desc())
+        )
+        return [TokenRow(**r._asdict()) for r in rows]
+
+
+async def token_revoke(db: Database, workspace_id: str, token_id: int, now: datetime) -> bool:
+    """Revoke a token of the workspace; its next request answers 401. False when not found.
+
+    Revoking a revoked token keeps its first revocation time and is not an error.
+    """
+    c = api_tokens.c
+    async with db.write_transaction() as conn:
+        found = (
+            await conn.execute(
+                select(c.revoked_at).where(c.id == token_id, c.workspace_id == workspace_id)
+            )
+        ).first()
+        if found is None:
+            return False
+        if found.revoked_at is None:
+            await conn.execute(
+                update(api_tokens)
+                .where(c.id == token_id, c.revoked_at.is_(None))
+                .values(revoked_at=now)
+            )
+    return True
 
 
 def bearer_token(request: Request) -> str | None:
@@ -132,14 +187,27 @@ async def any_principal(request: Request) -> Principal:
 
 
 async def current_principal(request: Request) -> Principal:
-    """FastAPI dependency: the caller's principal, which must be a `member` token.
+    """FastAPI dependency: the caller's principal, a person's token (admin, editor, viewer).
 
-    A `worker` token may only work queues (`queue_principal`); anywhere else it is 403.
+    A `viewer` may only read (GET, HEAD); a `worker` token may only work queues
+    (`queue_principal`); anything else they try is 403 `ROLE_FORBIDDEN`.
     """
     principal = await any_principal(request)
-    if principal.role is not TokenRole.MEMBER:
+    if principal.role not in PEOPLE:
         raise ApiError(
             403, "ROLE_FORBIDDEN", f"a {principal.role} token may only claim and finish queue jobs"
+        )
+    if principal.role is TokenRole.VIEWER and request.method not in SAFE_METHODS:
+        raise ApiError(403, "ROLE_FORBIDDEN", "a viewer token can only read")
+    return principal
+
+
+async def admin_principal(request: Request) -> Principal:
+    """FastAPI dependency: the caller's principal, which must be an `admin` token."""
+    principal = await any_principal(request)
+    if principal.role is not TokenRole.ADMIN:
+        raise ApiError(
+            403, "ROLE_FORBIDDEN", f"managing tokens needs an admin token, not {principal.role}"
         )
     return principal
 

@@ -1,4 +1,4 @@
-"""Workspaces, their API tokens, and stored idempotent responses."""
+"""Workspaces, their API tokens, stored idempotent responses, and the audit log of writes."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ api_tokens = Table(
     ),
     Column("token_hash", String(64), nullable=False, unique=True),
     Column("label", String(200)),
-    Column("role", String(16), nullable=False, server_default="member"),
+    Column("role", String(16), nullable=False, server_default="admin"),
     Column("created_at", UTCDateTime, nullable=False),
     Column("revoked_at", UTCDateTime),
 )
@@ -43,4 +43,19 @@ idempotency_keys = Table(
     Column("response_body", LargeBinary),
     Column("created_at", UTCDateTime, nullable=False),
     Index("ix_idempotency_keys_created", "created_at"),
+)
+
+audit_events = Table(
+    "audit_events",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("workspace_id", String(64), nullable=False),
+    Column("token_id", BigId, nullable=False),
+    Column("role", String(16), nullable=False),
+    Column("method", String(10), nullable=False),
+    Column("path", String(1000), nullable=False),
+    Column("status", Integer, nullable=False),
+    Column("location", String(1000)),
+    Column("created_at", UTCDateTime, nullable=False),
+    Index("ix_audit_events_workspace", "workspace_id", "id"),
 )

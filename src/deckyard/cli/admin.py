@@ -23,7 +23,7 @@ from deckyard.config import Settings
 
 T = TypeVar("T")
 out = Console(highlight=False, soft_wrap=True)
-token_app = typer.Typer(help="Create API tokens.", no_args_is_help=True)
+token_app = typer.Typer(help="Create, list and revoke API tokens.", no_args_is_help=True)
 jobs_app = typer.Typer(help="List, show and cancel jobs.", no_args_is_help=True)
 
 ServerOpt = Annotated[
@@ -55,7 +55,7 @@ def _with_database(settings: Settings, role: str, fn: Callable[[Any], Awaitable[
     except LiteLockError as exc:
         fail(
             f"{exc} For job commands, pass --token (or set DECKYARD_TOKEN) to go through "
-            "that server's API; to create a token, stop the server first."
+            "that server's API (token commands too, with an admin token); or stop the server."
         )
 
 
@@ -81,38 +81,129 @@ def migrate(
     err.print(f"database at {revision}" if not downgrade else f"downgraded to {revision}")
 
 
+ROLES = ("admin", "editor", "viewer", "worker")
+
+
 @token_app.command("create")
 def token_create(
-    workspace: Annotated[str, typer.Option(help="Workspace the token acts for.")],
+    workspace: Annotated[
+        str | None, typer.Option(help="Workspace the token acts for (without --token).")
+    ] = None,
     label: Annotated[str, typer.Option(help="A note to recognise the token by.")] = "",
     database_url: Annotated[str | None, typer.Option("--database", help="Database URL.")] = None,
     role: Annotated[
-        str, typer.Option(help="member (everything) or worker (only claims queue jobs).")
-    ] = "member",
+        str,
+        typer.Option(
+            help="admin (everything, tokens too), editor (read and write), viewer (read only) "
+            "or worker (only claims queue jobs); 'member' is the old name of admin."
+        ),
+    ] = "admin",
+    server: ServerOpt = "http://127.0.0.1:8000",
+    token: TokenOpt = None,
 ) -> None:
-    """Create an API token for a workspace (creating the workspace) and print it once."""
+    """Create an API token and print it once.
+
+    With `--token ADMIN_TOKEN` it goes through the server's API (into that token's workspace),
+    which works while a Lite server owns the database; without, it opens the database (creating
+    the workspace) and needs `--workspace`.
+    """
     from deckyard.api.auth import TokenRole
     from deckyard.api.auth import token_create as create
 
-    if role not in {r.value for r in TokenRole}:
-        fail(f"--role: {role!r} is not one of member, worker")
-
+    role = "admin" if role == "member" else role
+    if role not in ROLES:
+        fail(f"--role: {role!r} is not one of {', '.join(ROLES)}")
+    if token:
+        made = _api(server, token, "POST", "/v1/tokens", {"role": role, "label": label})
+        typer.echo(made["token"])
+        return
+    if workspace is None:
+        fail("--workspace: needed without --token (or pass an admin --token to use the API)")
     settings = load_settings(database_url=database_url)
 
     async def go(db: Any) -> str:
         return await create(db, workspace, SYSTEM_CLOCK.now(), label, TokenRole(role))
 
     try:
-        token = _with_database(settings, "token create", go)
+        made_token = _with_database(settings, "token create", go)
     except ValueError as exc:
         fail(f"--workspace: {exc}")
-    typer.echo(token)
+    typer.echo(made_token)
 
 
-def _api(server: str, token: str, method: str, path: str) -> Any:
+@token_app.command("list")
+def token_list(
+    workspace: Annotated[str | None, typer.Option(help="Workspace (without --token).")] = None,
+    database_url: Annotated[str | None, typer.Option("--database", help="Database URL.")] = None,
+    server: ServerOpt = "http://127.0.0.1:8000",
+    token: TokenOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """List a workspace's tokens (never their secrets), through the API with --token."""
+    from deckyard.api.auth import token_list as listed
+
+    if token:
+        rows: list[dict[str, Any]] = _api(server, token, "GET", "/v1/tokens")
+    else:
+        if workspace is None:
+            fail("--workspace: needed without --token")
+        settings = load_settings(database_url=database_url)
+
+        async def go(db: Any) -> list[dict[str, Any]]:
+            return [
+                {**r.__dict__, "created_at": str(r.created_at), "revoked_at": r.revoked_at}
+                for r in await listed(db, workspace)
+            ]
+
+        rows = _with_database(settings, "token list", go)
+    if as_json:
+        typer.echo(json.dumps(rows, default=str))
+        return
+    table = Table("id", "role", "label", "created", "revoked")
+    for r in rows:
+        table.add_row(
+            str(r["id"]),
+            r["role"],
+            r.get("label") or "",
+            str(r["created_at"])[:19],
+            str(r.get("revoked_at") or "")[:19],
+        )
+    out.print(table)
+
+
+@token_app.command("revoke")
+def token_revoke(
+    token_id: int,
+    workspace: Annotated[str | None, typer.Option(help="Workspace (without --token).")] = None,
+    database_url: Annotated[str | None, typer.Option("--database", help="Database URL.")] = None,
+    server: ServerOpt = "http://127.0.0.1:8000",
+    token: TokenOpt = None,
+) -> None:
+    """Revoke a token by id: its next request answers 401."""
+    from deckyard.api.auth import token_revoke as revoke
+
+    if token:
+        _api(server, token, "DELETE", f"/v1/tokens/{token_id}")
+    else:
+        if workspace is None:
+            fail("--workspace: needed without --token")
+        settings = load_settings(database_url=database_url)
+
+        async def go(db: Any) -> bool:
+            return await revoke(db, workspace, token_id, SYSTEM_CLOCK.now())
+
+        if not _with_database(settings, "token revoke", go):
+            fail(f"no token {token_id} in workspace {workspace}")
+    typer.echo(f"revoked token {token_id}")
+
+
+def _api(server: str, token: str, method: str, path: str, body: Any = None) -> Any:
     try:
         response = httpx.request(
-            method, f"{server.rstrip('/')}{path}", headers={"authorization": f"Bearer {token}"}
+            method,
+            f"{server.rstrip('/')}{path}",
+            headers={"authorization": f"Bearer {token}"},
+            json=body,
         )
     except httpx.HTTPError as exc:
         fail(f"cannot reach {server}: {exc}")
@@ -122,7 +213,7 @@ def _api(server: str, token: str, method: str, path: str) -> Any:
             fail(f"{response.status_code} {problem['code']}: {problem['message']}")
         except (ValueError, KeyError):
             fail(f"{response.status_code}: {response.text[:300]}")
-    return response.json()
+    return response.json() if response.content else None
 
 
 def _print_jobs(rows: list[dict[str, Any]]) -> None:

@@ -1,0 +1,125 @@
+"""The audit log: every write a token made (method, path, status, where it led), newest first.
+
+`AuditMiddleware` records a row after each non-read request that an authenticated token made,
+whatever its answer; reads and unauthenticated requests write nothing, so an idle server
+writes nothing either. `Location` (a job, a task, a new deck) links the write to what it made.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from pydantic import BaseModel
+from sqlalchemy import insert, select
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from deckyard.api.auth import SAFE_METHODS, Principal, current_principal
+from deckyard.api.params import BeforeId
+from deckyard.api.schema import audit_events
+from deckyard.clock import SYSTEM_CLOCK
+from deckyard.db import Database
+
+log = logging.getLogger(__name__)
+router = APIRouter(prefix="/v1/audit", tags=["audit"])
+
+
+class AuditEvent(BaseModel):
+    """One write: who (token id and role), what (method, path), its status and result."""
+
+    id: int
+    token_id: int
+    role: str
+    method: str
+    path: str
+    status: int
+    location: str | None
+    created_at: datetime
+
+
+class AuditPage(BaseModel):
+    """A page of the audit log, newest first; pass `next_before` as `before` for the next."""
+
+    events: list[AuditEvent]
+    next_before: int | None
+
+
+async def audit_insert(
+    db: Database, principal: Principal, scope: Scope, status: int, location: str | None
+) -> None:
+    """Record one write of `principal`."""
+    async with db.write_transaction() as conn:
+        await conn.execute(
+            insert(audit_events).values(
+                workspace_id=principal.workspace_id,
+                token_id=principal.token_id,
+                role=str(principal.role),
+                method=scope["method"],
+                path=str(scope.get("path", ""))[:1000],
+                status=status,
+                location=location[:1000] if location else None,
+                created_at=SYSTEM_CLOCK.now(),
+            )
+        )
+
+
+class AuditMiddleware:
+    """Records every authenticated write in `audit_events` once its answer has started."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] in SAFE_METHODS:
+            await self.app(scope, receive, send)
+            return
+        started: dict[str, Any] = {}
+
+        async def watch(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                started["status"] = message["status"]
+                for name, value in message.get("headers", []):
+                    if name.lower() == b"location":
+                        started["location"] = value.decode("latin-1")
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watch)
+        finally:
+            principal = scope.get("state", {}).get("principal")
+            if isinstance(principal, Principal) and "status" in started:
+                try:
+                    await audit_insert(
+                        scope["app"].state.db,
+                        principal,
+                        scope,
+                        int(started["status"]),
+                        started.get("location"),
+                    )
+                except Exception:
+                    log.warning(
+                        "audit: could not record %s %s",
+                        scope["method"],
+                        scope.get("path"),
+                        exc_info=True,
+                    )
+
+
+@router.get("", response_model=AuditPage)
+async def list_audit(
+    request: Request,
+    principal: Annotated[Principal, Depends(current_principal)],
+    before: BeforeId = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+) -> AuditPage:
+    """The workspace's writes, newest first, `limit` at a time (page on with `before`)."""
+    c = audit_events.c
+    query = select(audit_events).where(c.workspace_id == principal.workspace_id)
+    if before is not None:
+        query = query.where(c.id < before)
+    async with request.app.state.db.read_connection() as conn:
+        rows = list(await conn.execute(query.order_by(c.id.desc()).limit(limit + 1)))
+    events = [AuditEvent.model_validate(r._asdict()) for r in rows[:limit]]
+    return AuditPage(events=events, next_before=events[-1].id if len(rows) > limit else None)

@@ -7,7 +7,7 @@ Every deck is scoped to the caller's workspace; another workspace's deck is 404.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse
@@ -77,13 +77,12 @@ def deck_service(request: Request) -> DeckService:
 
 
 def source_refused(exc: DeckSourceError) -> ApiError:
-    """The 413/422 answer naming the field or file that was refused."""
+    """The 413/422 answer naming the field or file refused, and every other problem found."""
+    extra: dict[str, Any] = {"file": exc.file}
+    if exc.also:
+        extra["problems"] = [p.to_dict() for p in exc.every()]
     return ApiError(
-        exc.http_status,
-        str(exc.code),
-        exc.message,
-        field=exc.field or exc.file,
-        extra={"file": exc.file},
+        exc.http_status, str(exc.code), exc.message, field=exc.field or exc.file, extra=extra
     )
 
 

@@ -342,8 +342,9 @@ def run_command(
         err.print(f"deckyard: {exc}", markup=False)
         return ExitCode.USAGE
     except DeckSourceError as exc:
-        where = exc.file or exc.field or str(deck_dir)
-        err.print(f"deckyard: {where}: {exc.message} [{exc.code}]", markup=False)
+        for problem in exc.every():
+            where = problem.file or problem.field or str(deck_dir)
+            err.print(f"deckyard: {where}: {problem.message} [{problem.code}]", markup=False)
         usage = exc.code is DeckSourceErrorCode.FOLDER_NOT_FOUND
         return ExitCode.USAGE if usage else ExitCode.CONTENT
     print_summary(report, console)

@@ -74,6 +74,18 @@ class DeckSourceError(Exception):
         self.message = message
         self.file = file
         self.field = field
+        self.also: list[DeckSourceError] = []
+
+    @classmethod
+    def of_all(cls, problems: list[DeckSourceError]) -> DeckSourceError:
+        """The first of `problems`, carrying the others in `also` (one run reports them all)."""
+        first = problems[0]
+        first.also = problems[1:]
+        return first
+
+    def every(self) -> list[DeckSourceError]:
+        """This problem and the ones found with it."""
+        return [self, *self.also]
 
     @property
     def http_status(self) -> int:

@@ -140,8 +140,8 @@ def check_file_totals(count: int, total: int, limits: ZipLimits) -> None:
         )
 
 
-def _pages(files: Mapping[str, bytes]) -> dict[str, PageSource]:
-    """Page sources keyed by file name (`01-cover.md`)."""
+def _pages(files: Mapping[str, bytes], problems: list[DeckSourceError]) -> dict[str, PageSource]:
+    """Page sources keyed by file name (`01-cover.md`); each bad page file is a problem."""
     pages: dict[str, PageSource] = {}
     names: dict[str, str] = {}
     for path, data in files.items():
@@ -151,30 +151,43 @@ def _pages(files: Mapping[str, bytes]) -> dict[str, PageSource]:
         if filename in _IGNORED_NAMES or filename.startswith("."):
             continue
         if "/" in filename:
-            raise DeckSourceError(Code.BAD_NAME, f"{path}: pages/ must not have folders", file=path)
+            problems.append(
+                DeckSourceError(Code.BAD_NAME, f"{path}: pages/ must not have folders", file=path)
+            )
+            continue
         stem, ext = posixpath.splitext(filename)
         kind = PAGE_EXTENSIONS.get(ext.lower())
         if kind is None:
-            raise DeckSourceError(
-                Code.PAGE_KIND_UNKNOWN,
-                f"{path}: a page must end in .html, .htm, .md or .markdown",
-                file=path,
+            problems.append(
+                DeckSourceError(
+                    Code.PAGE_KIND_UNKNOWN,
+                    f"{path}: a page must end in .html, .htm, .md or .markdown",
+                    file=path,
+                )
             )
+            continue
         if stem in names:
-            raise DeckSourceError(
-                Code.PAGE_DUPLICATE,
-                f"{path} and pages/{names[stem]} would both be page {stem!r}",
-                file=path,
+            problems.append(
+                DeckSourceError(
+                    Code.PAGE_DUPLICATE,
+                    f"{path} and pages/{names[stem]} would both be page {stem!r}",
+                    file=path,
+                )
             )
+            continue
         names[stem] = filename
         try:
             pages[filename] = PageSource(name=stem, kind=kind, text=decode_text(data, path))
+        except DeckSourceError as exc:
+            problems.append(exc)
         except ValidationError:
-            raise DeckSourceError(
-                Code.PAGE_NAME_INVALID,
-                f"{path}: a page name uses letters, digits, '.', '_' and '-' (at most 100)",
-                file=path,
-            ) from None
+            problems.append(
+                DeckSourceError(
+                    Code.PAGE_NAME_INVALID,
+                    f"{path}: a page name uses letters, digits, '.', '_' and '-' (at most 100)",
+                    file=path,
+                )
+            )
     return pages
 
 
@@ -184,6 +197,7 @@ def _ordered(
     default_order: list[str],
     manifest_file: str | None,
     prefix: str,
+    problems: list[DeckSourceError],
 ) -> list[PageSource]:
     if manifest.pages is None:
         return [pages[name] for name in default_order]
@@ -191,27 +205,33 @@ def _ordered(
     for i, filename in enumerate(manifest.pages):
         field = field_path(("pages", i), prefix)
         if filename not in pages:
-            raise DeckSourceError(
-                Code.PAGE_NOT_FOUND,
-                f"{field}: pages/{filename} does not exist",
-                file=manifest_file,
-                field=field,
+            problems.append(
+                DeckSourceError(
+                    Code.PAGE_NOT_FOUND,
+                    f"{field}: pages/{filename} does not exist",
+                    file=manifest_file,
+                    field=field,
+                )
             )
-        if pages[filename] in ordered:
-            raise DeckSourceError(
-                Code.PAGE_DUPLICATE,
-                f"{field}: {filename} is listed twice",
-                file=manifest_file,
-                field=field,
+        elif pages[filename] in ordered:
+            problems.append(
+                DeckSourceError(
+                    Code.PAGE_DUPLICATE,
+                    f"{field}: {filename} is listed twice",
+                    file=manifest_file,
+                    field=field,
+                )
             )
-        ordered.append(pages[filename])
-    unlisted = sorted(set(pages) - set(manifest.pages))
-    if unlisted:
-        raise DeckSourceError(
-            Code.PAGE_NOT_LISTED,
-            f"pages/{unlisted[0]} is not listed in {field_path(('pages',), prefix)}",
-            file=f"{PAGES_DIR}{unlisted[0]}",
-            field=field_path(("pages",), prefix),
+        else:
+            ordered.append(pages[filename])
+    for unlisted in sorted(set(pages) - set(manifest.pages)):
+        problems.append(
+            DeckSourceError(
+                Code.PAGE_NOT_LISTED,
+                f"pages/{unlisted} is not listed in {field_path(('pages',), prefix)}",
+                file=f"{PAGES_DIR}{unlisted}",
+                field=field_path(("pages",), prefix),
+            )
         )
     return ordered
 
@@ -253,36 +273,43 @@ def assemble_deck(
 
     `extra_pages` come already parsed (the JSON form) and keep their given order when the
     manifest has none; `theme_css` is inline theme text, used when the manifest names no file.
+    Every problem found is raised at once: the first, with the others in its `also`.
     """
     manifest, warnings = _complete_slide(manifest, manifest_file, prefix)
+    problems: list[DeckSourceError] = []
     slide = manifest.slide
     for name, value in (("width", slide.width), ("height", slide.height)):
         if value > limits.max_slide_dimension:
             field = field_path(("slide", name), prefix)
-            raise DeckSourceError(
-                Code.SLIDE_TOO_LARGE,
-                f"{field} is {value}; at most {limits.max_slide_dimension} is allowed",
-                file=manifest_file,
-                field=field,
+            message = f"{field} is {value}; at most {limits.max_slide_dimension} is allowed"
+            problems.append(
+                DeckSourceError(Code.SLIDE_TOO_LARGE, message, file=manifest_file, field=field)
             )
-    pages = _pages(files)
+    pages = _pages(files, problems)
     default_order = sorted(pages)
     for i, page in enumerate(extra_pages or []):
         if any(known.name == page.name for known in pages.values()):
             field = f"pages[{i}].name"
-            raise DeckSourceError(
-                Code.PAGE_DUPLICATE, f"{field}: page {page.name!r} is given twice", field=field
+            problems.append(
+                DeckSourceError(
+                    Code.PAGE_DUPLICATE, f"{field}: page {page.name!r} is given twice", field=field
+                )
             )
+            continue
         key = f"{page.name}.{page.kind.value}"
         pages[key] = page
         default_order.append(key)
-    ordered = _ordered(manifest, pages, default_order, manifest_file, prefix)
-    if not ordered:
-        raise DeckSourceError(Code.NO_PAGES, "the deck has no pages in pages/", file=PAGES_DIR)
+    ordered = _ordered(manifest, pages, default_order, manifest_file, prefix, problems)
+    if not ordered and not problems:
+        problems.append(
+            DeckSourceError(Code.NO_PAGES, "the deck has no pages in pages/", file=PAGES_DIR)
+        )
     if len(ordered) > limits.max_pages:
-        raise DeckSourceError(
-            Code.TOO_MANY_PAGES,
-            f"the deck has {len(ordered)} pages; at most {limits.max_pages} are allowed",
+        problems.append(
+            DeckSourceError(
+                Code.TOO_MANY_PAGES,
+                f"the deck has {len(ordered)} pages; at most {limits.max_pages} are allowed",
+            )
         )
     assets = {
         path: Asset(path=path, data=data, media_type=media_type_for(path))
@@ -297,11 +324,13 @@ def assemble_deck(
             theme_css = f'@import "{theme_path}";\n'
             theme_path = None
         elif theme_path not in files:
-            raise DeckSourceError(
-                Code.THEME_NOT_FOUND,
-                f"{theme_field}: {theme_path} does not exist",
-                file=manifest_file,
-                field=theme_field,
+            problems.append(
+                DeckSourceError(
+                    Code.THEME_NOT_FOUND,
+                    f"{theme_field}: {theme_path} does not exist",
+                    file=manifest_file,
+                    field=theme_field,
+                )
             )
         else:
             theme_css = decode_text(files[theme_path], theme_path)
@@ -309,12 +338,16 @@ def assemble_deck(
         font_field = field_path(("fonts", i, "file"), prefix)
         font_path = safe_relative(font.file, file=manifest_file, field=font_field)
         if font_path not in assets:
-            raise DeckSourceError(
-                Code.FONT_NOT_FOUND,
-                f"{font_field}: {font.file} is not a file in assets/",
-                file=manifest_file,
-                field=font_field,
+            problems.append(
+                DeckSourceError(
+                    Code.FONT_NOT_FOUND,
+                    f"{font_field}: {font.file} is not a file in assets/",
+                    file=manifest_file,
+                    field=font_field,
+                )
             )
+    if problems:
+        raise DeckSourceError.of_all(problems)
     return DeckSource(
         manifest=manifest,
         pages=ordered,

@@ -8,14 +8,16 @@ from deckyard.decks.errors import DeckSourceError
 from deckyard.decks.errors import DeckSourceErrorCode as Code
 from deckyard.decks.source.assemble import (
     MANIFEST_FILE,
+    assemble_deck,
     check_file_totals,
     decode_text,
     field_path,
     manifest_from_toml,
     missing_manifest,
+    parse_manifest,
     safe_relative,
 )
-from deckyard.decks.source.limits import ZipLimits
+from deckyard.decks.source.limits import DeckLimits, ZipLimits
 
 
 @pytest.mark.parametrize(
@@ -81,3 +83,26 @@ def test_file_totals_are_bounded() -> None:
     with pytest.raises(DeckSourceError) as large:
         check_file_totals(1, 11, limits)
     assert large.value.code is Code.TOO_LARGE
+
+
+def test_every_problem_of_a_deck_is_reported_in_one_run(limits: DeckLimits) -> None:
+    manifest = parse_manifest(
+        {
+            "title": "T",
+            "theme": "missing.css",
+            "pages": ["01-a.md", "09-gone.md"],
+            "fonts": [{"family": "X", "file": "assets/x.woff2"}],
+        },
+        file="deck.toml",
+        prefix="",
+    )
+    files = {"pages/01-a.md": b"# A", "pages/02-b.md": b"# B", "pages/bad.txt": b"x"}
+    with pytest.raises(DeckSourceError) as excinfo:
+        assemble_deck(manifest, files, limits)
+    assert [p.code for p in excinfo.value.every()] == [
+        Code.PAGE_KIND_UNKNOWN,
+        Code.PAGE_NOT_FOUND,
+        Code.PAGE_NOT_LISTED,
+        Code.THEME_NOT_FOUND,
+        Code.FONT_NOT_FOUND,
+    ]

@@ -6,15 +6,13 @@ import asyncio
 import logging
 import random
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import Protocol, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from deckyard.db.errors import is_transient_write_conflict
-
-if TYPE_CHECKING:
-    from deckyard.db.engine import Database
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -33,8 +31,27 @@ class WriteRetryPolicy:
         return random.uniform(0, min(self.max_delay, self.base_delay * 2 ** (attempt - 1)))
 
 
+class ConflictCounter(Protocol):
+    """Where retried conflicts are counted (`DbStats`)."""
+
+    write_conflicts: int
+
+
+class Writable(Protocol):
+    """What a retried write needs (`Database` is one): a protocol, so no import cycle."""
+
+    @property
+    def stats(self) -> ConflictCounter:
+        """Counters; `write_conflicts` counts each retry."""
+        ...
+
+    def write_transaction(self) -> AbstractAsyncContextManager[AsyncConnection]:
+        """A write transaction that commits on success."""
+        ...
+
+
 async def run_with_write_retry(
-    db: Database,
+    db: Writable,
     fn: Callable[[AsyncConnection], Awaitable[T]],
     policy: WriteRetryPolicy,
 ) -> T:

@@ -7,25 +7,16 @@ Chromium process lives outside a running renderer, and that no new zombie appear
 from __future__ import annotations
 
 import tempfile
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.drills.support import DrillSite, RendererProcess, chromium_outside, zombies
+from tests.helpers.eventually import settled_sync
 
 LIVE: dict[int, RendererProcess] = {}
 SETTLE_SECONDS = 5.0
-
-
-def _wait_until(check: Callable[[], object], timeout: float = SETTLE_SECONDS) -> object:
-    deadline = time.monotonic() + timeout
-    result = check()
-    while result and time.monotonic() < deadline:
-        time.sleep(0.1)
-        result = check()
-    return result
 
 
 @pytest.fixture(scope="session")
@@ -56,7 +47,8 @@ def stop_renderer(renderer: RendererProcess) -> None:
     """Stop a renderer and check it left no process and no file behind."""
     LIVE.pop(renderer.proc.pid, None)
     assert renderer.stop() == 0, renderer.stderr_path.read_text()[-2000:]
-    assert not _wait_until(lambda: chromium_outside(set(LIVE))), "Chromium outlived its renderer"
+    outside = settled_sync(lambda: chromium_outside(set(LIVE)), SETTLE_SECONDS)
+    assert not outside, f"Chromium outlived its renderer: {outside}"
     assert list(renderer.tmp_dir.iterdir()) == []
     renderer.tmp_dir.rmdir()
     renderer.stderr_path.unlink()
@@ -86,5 +78,5 @@ def hygiene() -> Iterator[None]:
         found.extend(f"zombie {pid}" for pid in zombies() - before)
         return found
 
-    remaining = _wait_until(leftovers)
+    remaining = settled_sync(leftovers, SETTLE_SECONDS)
     assert not remaining, f"left behind: {remaining}"

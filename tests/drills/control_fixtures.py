@@ -31,11 +31,11 @@ from tests.drills.control_support import (
     NavigationSite,
     browsers_below,
     own_pid,
-    settle,
     tagged_processes,
     zombie_children,
 )
 from tests.drills.support import SECRET, DrillSite, RendererProcess
+from tests.helpers.eventually import settled, settled_sync
 from tests.helpers.runtime import FAST
 
 CAP = 2
@@ -79,8 +79,8 @@ def stop_control_renderer(renderer: RendererProcess) -> None:
     epoch = renderer.ready["epoch"]
     STOPPED_EPOCHS.add(epoch)
     assert renderer.stop() == 0, renderer.stderr_path.read_text()[-2000:]
-    assert not settle(lambda: tagged_processes({epoch})), "processes outlived their renderer"
-    assert settle(lambda: list(renderer.tmp_dir.iterdir())) == []
+    assert not settled_sync(lambda: tagged_processes({epoch})), "processes outlived their renderer"
+    assert settled_sync(lambda: list(renderer.tmp_dir.iterdir())) == []
     renderer.tmp_dir.rmdir()
     renderer.stderr_path.unlink()
 
@@ -148,8 +148,8 @@ async def running_plane(
     sampler = asyncio.create_task(sample())
     try:
         yield plane
-        await settle_async(lambda: _busy(plane))
-        assert await _busy(plane) == [], "a worker still holds a slot at the end"
+        busy = await settled(lambda: _busy(plane))
+        assert busy == [], f"a renderer still holds a slot at the end: {busy}"
     finally:
         sampler.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -165,14 +165,6 @@ async def running_plane(
 
 async def _busy(plane: Plane) -> list[dict[str, Any]]:
     return [w for w in await plane.service.renderers() if w["occupancy"]]
-
-
-async def settle_async(check: Any, timeout: float = 10.0) -> None:
-    """Wait until the async `check()` returns something falsy, or `timeout` passes."""
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while await check() and loop.time() < end:
-        await asyncio.sleep(0.1)
 
 
 @pytest.fixture(autouse=True)
@@ -199,7 +191,7 @@ def hygiene() -> Iterator[None]:
         )
         return found
 
-    remaining = settle(leftovers)
+    remaining = settled_sync(leftovers)
     assert not remaining, f"left behind: {remaining}"
 
 

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
-from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -201,16 +199,6 @@ def browsers_below(root: int) -> list[int]:
 def zombie_children(root: int) -> list[int]:
     """Zombie children of `root`."""
     return [pid for pid, (_c, s, ppid, _e) in processes().items() if ppid == root and s == "Z"]
-
-
-def settle(check: Callable[[], object], timeout: float = 10.0) -> object:
-    """Poll `check` until it returns something falsy or `timeout` passes; return the last value."""
-    deadline = time.monotonic() + timeout
-    result = check()
-    while result and time.monotonic() < deadline:
-        time.sleep(0.1)
-        result = check()
-    return result
 
 
 def own_pid() -> int:

@@ -10,7 +10,6 @@ import struct
 import subprocess
 import sys
 import threading
-import time
 import urllib.parse
 import zlib
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from typing import Any
 import httpx
 
 from deckyard.render.signing import HmacAuth
+from tests.helpers.eventually import eventually_sync
 
 SECRET = "drill-secret-0123456789abcdef"
 SESSION_ENV = "DECKYARD_DRILL_SESSION"
@@ -88,13 +88,12 @@ class RendererProcess:
 
     def wait_terminal(self, attempt_id: str, timeout: float = 30) -> dict[str, Any]:
         """Poll the receipt until it is terminal."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+
+        def terminal() -> dict[str, Any] | None:
             receipt: dict[str, Any] = self.client.get(f"/v1/attempts/{attempt_id}").json()
-            if receipt["status"] in ("succeeded", "failed", "cancelled"):
-                return receipt
-            time.sleep(0.05)
-        raise AssertionError(f"attempt {attempt_id} did not finish: {receipt}")
+            return receipt if receipt["status"] in ("succeeded", "failed", "cancelled") else None
+
+        return eventually_sync(terminal, timeout=timeout, what=f"attempt {attempt_id} finished")
 
 
 @dataclass

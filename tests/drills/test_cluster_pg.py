@@ -11,7 +11,6 @@ import json
 import os
 import signal
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +19,7 @@ import psutil
 import pytest
 
 from tests.drills.support import SECRET, RendererProcess, zombies
+from tests.helpers.eventually import eventually_sync, settled_sync
 from tests.helpers.server import Server, clean_env, create_token, event_types
 
 pytestmark = [pytest.mark.chromium, pytest.mark.processes, pytest.mark.postgres, pytest.mark.slow]
@@ -32,10 +32,8 @@ def hygiene() -> Iterator[None]:
     """Scoped to this drill's processes: other tests may run Chromium on the machine."""
     before = zombies()
     yield
-    deadline = time.monotonic() + 5  # a zombie about to be reaped by its parent is fine
-    while zombies() - before and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not (zombies() - before), "new zombie processes that nobody reaps"
+    new = settled_sync(lambda: zombies() - before, timeout=5)  # one about to be reaped is fine
+    assert not new, f"new zombie processes that nobody reaps: {new}"
 
 
 @pytest.fixture
@@ -89,42 +87,36 @@ def test_two_nodes_share_a_renderer_and_survive_a_kill(
             )
             assert r.status_code == 202, r.text
             ids.append(r.json()["id"])
-        peak = 0
-        deadline = time.monotonic() + 90
-        while True:
+        occupancy = [0]
+
+        def states() -> dict[int, str]:
             renderers = client.get(f"{b.url}/v1/renderers", headers=headers).json()
-            peak = max([peak, *(w["occupancy"] for w in renderers)])
-            done = [
-                i
-                for i in ids
-                if client.get(f"{b.url}/v1/jobs/{i}", headers=headers).json()["status"]
-                == "succeeded"
-            ]
-            if len(done) >= 3:
-                break
-            assert time.monotonic() < deadline, "nothing finished"
-            time.sleep(0.1)
+            occupancy.extend(w["occupancy"] for w in renderers)
+            return {
+                i: client.get(f"{b.url}/v1/jobs/{i}", headers=headers).json()["status"] for i in ids
+            }
+
+        def three_done() -> bool:
+            return sum(s == "succeeded" for s in states().values()) >= 3
+
+        eventually_sync(three_done, timeout=90, every=0.1, what="3 screenshots done")
         family = {a.proc.pid, *(c.pid for c in psutil.Process(a.proc.pid).children(True))}
         os.kill(a.proc.pid, signal.SIGKILL)
         a.proc.wait(10)
-        deadline = time.monotonic() + 120
-        while True:
-            renderers = client.get(f"{b.url}/v1/renderers", headers=headers).json()
-            peak = max([peak, *(w["occupancy"] for w in renderers)])
-            states = {
-                i: client.get(f"{b.url}/v1/jobs/{i}", headers=headers).json()["status"] for i in ids
-            }
-            if all(s == "succeeded" for s in states.values()):
-                break
-            assert not [s for s in states.values() if s in ("failed", "cancelled")], states
-            assert time.monotonic() < deadline, states
-            time.sleep(0.25)
+
+        def all_succeeded() -> bool:
+            now = states()
+            assert not [s for s in now.values() if s in ("failed", "cancelled")], now
+            return all(s == "succeeded" for s in now.values())
+
+        eventually_sync(all_succeeded, timeout=120, every=0.25, what="every screenshot done")
         for job_id in ids:
             types = event_types(client, b.url, headers, job_id)
             assert types.count("succeeded") == 1, (job_id, types)
             art = client.get(f"{b.url}/v1/jobs/{job_id}/artifact", headers=headers)
             assert art.status_code == 200
         renderers = client.get(f"{b.url}/v1/renderers", headers=headers).json()
+    peak = max(occupancy)
     assert peak <= SLOTS, f"occupancy {peak} exceeded the renderer's {SLOTS} slots"
     assert [w["occupancy"] for w in renderers] == [0]
     assert not [

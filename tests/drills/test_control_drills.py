@@ -28,8 +28,9 @@ from tests.drills.control_fixtures import (
     shared_renderer,
     stop_control_renderer,
 )
-from tests.drills.control_support import NavigationSite, settle, tagged_processes
+from tests.drills.control_support import NavigationSite, tagged_processes
 from tests.drills.support import DrillSite, RendererProcess, decode_png
+from tests.helpers.eventually import eventually, settled_sync
 
 __all__ = ["hygiene", "nav", "shared_renderer"]
 pytestmark = [pytest.mark.chromium, pytest.mark.processes, pytest.mark.slow]
@@ -37,25 +38,14 @@ pytestmark = [pytest.mark.chromium, pytest.mark.processes, pytest.mark.slow]
 SLIDE = "<html><body style='margin:0;background:#c00'><h1>slide</h1></body></html>"
 
 
-async def until(check: object, timeout: float = 20.0) -> None:
-    """Wait for an async predicate."""
-    async with asyncio.timeout(timeout):
-        while not await check():  # type: ignore[operator]
-            await asyncio.sleep(0.05)
-
-
 async def request_of(plane: Plane, job_id: int) -> int:
     """The render request a job opened (waiting for it to exist)."""
-    found: list[int] = []
 
-    async def opened() -> bool:
+    async def opened() -> int | None:
         req = await plane.service.request_for_job(job_id)
-        if req is not None:
-            found.append(req.id)
-        return req is not None
+        return req.id if req is not None else None
 
-    await until(opened)
-    return found[0]
+    return await eventually(opened, timeout=20, every=0.05)
 
 
 async def test_drill1_cancel_during_navigation(
@@ -69,7 +59,7 @@ async def test_drill1_cancel_during_navigation(
         async def navigating() -> bool:
             return nav.hits.get("d1", 0) >= 1
 
-        await until(navigating)
+        await eventually(navigating, timeout=20, every=0.05)
         await plane.runtime.cancel(job.id)
         done = await plane.runtime.wait(job.id, timeout=10)
         request = await plane.service.wait_for_terminal(req_id, timeout=10)
@@ -104,7 +94,7 @@ async def test_drill2_cancel_while_the_png_is_on_its_way(
         async def refused() -> bool:
             return committer.stats.refused >= 1
 
-        await until(refused)
+        await eventually(refused, timeout=20, every=0.05)
         done = await plane.runtime.wait(job.id, timeout=10)
         assert request.status is RequestStatus.CANCELLED
         assert done.status is JobStatus.CANCELLED
@@ -133,20 +123,22 @@ async def test_drill3_sigkill_renderer_lease_expires_then_new_attempt_wins(
                     and bool(attempts[0].last_receipt_at)
                 )
 
-            await until(navigating)
+            await eventually(navigating, timeout=20, every=0.05)
             [before] = await plane.service.attempts(req_id)
             old_epoch = first.ready["epoch"]
             LIVE.pop(first.proc.pid)
             os.kill(first.proc.pid, signal.SIGKILL)
             first.stop()
             STOPPED_EPOCHS.add(old_epoch)
-            assert not settle(lambda: tagged_processes({old_epoch}), 15), "browser outlived kill"
+            assert not settled_sync(lambda: tagged_processes({old_epoch}), 15), (
+                "browser outlived kill"
+            )
 
             async def lost() -> bool:
                 [a, *_] = await plane.service.attempts(req_id)
                 return a.status is AttemptState.LOST
 
-            await until(lost, timeout=15)
+            await eventually(lost, timeout=15, every=0.05)
             [gone, *_] = await plane.service.attempts(req_id)
             assert gone.lease_expires_at == before.lease_expires_at, "renewed without a receipt"
             assert gone.finished_at is not None
@@ -165,7 +157,7 @@ async def test_drill3_sigkill_renderer_lease_expires_then_new_attempt_wins(
             assert artefact is not None and artefact[1] == "image/png"
             assert decode_png(artefact[0])[:2] == (320, 200)
         if first.tmp_dir.exists():
-            assert settle(lambda: list(first.tmp_dir.iterdir()), 10) == []
+            assert settled_sync(lambda: list(first.tmp_dir.iterdir()), 10) == []
             first.tmp_dir.rmdir()
         first.stderr_path.unlink(missing_ok=True)
     finally:
@@ -192,7 +184,7 @@ async def test_drill4_png_after_lease_expiry_is_refused_new_attempt_wins(
         async def refused() -> bool:
             return committer.stats.refused >= 1
 
-        await until(refused)
+        await eventually(refused, timeout=20, every=0.05)
         attempts = await plane.service.attempts(req_id)
         assert [a.status for a in attempts] == [AttemptState.LOST, AttemptState.SUCCEEDED]
         assert committer.stats.refused_keys == [attempts[0].attempt_key]

@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +20,10 @@ from tests.drills.control_support import (
     NavigationSite,
     browsers_below,
     descendants,
-    settle,
     tagged_processes,
     zombie_children,
 )
+from tests.helpers.eventually import eventually_sync, settled_sync
 
 __all__ = ["hygiene", "nav"]
 pytestmark = [pytest.mark.chromium, pytest.mark.processes, pytest.mark.slow]
@@ -33,20 +32,22 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def read_event(proc: subprocess.Popen[bytes], name: str, timeout: float = 90) -> dict[str, Any]:
     """The next JSON line from the harness with this event name."""
-    assert proc.stdout is not None
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([proc.stdout], [], [], deadline - time.monotonic())
+    stdout = proc.stdout
+    assert stdout is not None
+
+    def next_event() -> dict[str, Any] | None:
+        ready, _, _ = select.select([stdout], [], [], 0.5)
         if not ready:
-            break
-        line = proc.stdout.readline()
+            return None
+        line = stdout.readline()
         if not line:
-            break
-        if line.startswith(b"{"):
-            event: dict[str, Any] = json.loads(line)
-            if event.get("event") == name:
-                return event
-    raise AssertionError(f"the harness never said {name!r}")
+            raise AssertionError(f"the harness ended without saying {name!r}")
+        event: dict[str, Any] = json.loads(line) if line.startswith(b"{") else {}
+        return event if event.get("event") == name else None
+
+    found = eventually_sync(next_event, timeout=timeout, every=0, what=f"harness event {name!r}")
+    assert found is not None
+    return found
 
 
 def test_sigkilled_renderer_restarts_with_a_new_epoch_and_no_orphans(
@@ -78,10 +79,9 @@ def test_sigkilled_renderer_restarts_with_a_new_epoch_and_no_orphans(
         [renderer] = ready["renderers"]
         first_epoch, pid = renderer["epoch"], renderer["pid"]
         read_event(harness, "job")
-        deadline = time.monotonic() + 30
-        while nav.hits.get("sup", 0) < 1:
-            assert time.monotonic() < deadline, "the renderer never navigated"
-            time.sleep(0.05)
+        eventually_sync(
+            lambda: nav.hits.get("sup", 0) >= 1, timeout=30, what="the renderer navigating"
+        )
         assert browsers_below(pid), "no Chromium under the supervised renderer"
         os.kill(pid, signal.SIGKILL)
         done = read_event(harness, "done")
@@ -94,15 +94,17 @@ def test_sigkilled_renderer_restarts_with_a_new_epoch_and_no_orphans(
         assert statuses == [("lost", first_epoch), ("succeeded", after["epoch"])]
         assert done["result"]["epoch"] == after["epoch"]
         assert [w["occupancy"] for w in done["renderer_rows"]] == [0]
-        assert not settle(lambda: tagged_processes({first_epoch})), (
+        assert not settled_sync(lambda: tagged_processes({first_epoch})), (
             "the old renderer left processes"
         )
-        assert not settle(lambda: zombie_children(harness.pid)), "zombies under the supervisor"
+        assert not settled_sync(lambda: zombie_children(harness.pid)), (
+            "zombies under the supervisor"
+        )
         assert harness.stdin is not None
         harness.stdin.close()
         read_event(harness, "stopped")
         assert harness.wait(timeout=30) == 0
-        assert not settle(lambda: tagged_processes({first_epoch, after["epoch"]}))
+        assert not settled_sync(lambda: tagged_processes({first_epoch, after["epoch"]}))
         assert descendants(harness.pid) == []
         assert list(short_tmp.iterdir()) == []
     finally:

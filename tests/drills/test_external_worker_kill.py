@@ -10,14 +10,14 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
 from tests.drills.support import zombies
+from tests.helpers.eventually import eventually_sync, settled_sync
 from tests.helpers.server import Server, clean_env, event_types
 
 pytestmark = [pytest.mark.processes, pytest.mark.slow]
@@ -72,15 +72,16 @@ class Agent:
         )
 
     def wait_line(self, prefix: str, timeout: float = 60) -> str:
-        assert self.proc.stdout is not None
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            line = self.proc.stdout.readline()
+        stdout = self.proc.stdout
+        assert stdout is not None
+
+        def next_line() -> str | None:
+            line = stdout.readline()
             if not line and self.proc.poll() is not None:
                 raise AssertionError(f"worker exited {self.proc.returncode}")
-            if line.startswith(prefix):
-                return line
-        raise AssertionError(f"no {prefix!r} line within {timeout}s")
+            return line if line.startswith(prefix) else None
+
+        return eventually_sync(next_line, timeout=timeout, every=0, what=f"a {prefix!r} line")
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -98,19 +99,13 @@ def agents() -> Iterator[list[Agent]]:
         a.stop()
 
 
-def until(check: Callable[[], bool], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.2)
-
-
 @pytest.fixture(autouse=True)
 def hygiene() -> Iterator[None]:
     """Scoped to this drill's own processes: other tests may run Chromium on the machine."""
     before = zombies()
     yield
-    until(lambda: not (zombies() - before), 5)  # a zombie about to be reaped is fine
+    new = settled_sync(lambda: zombies() - before, timeout=5)  # one about to be reaped is fine
+    assert not new, f"new zombie processes that nobody reaps: {new}"
 
 
 def test_killed_external_worker_every_job_once(
@@ -149,8 +144,12 @@ def test_killed_external_worker_every_job_once(
             out: dict[str, object] = client.get(f"/v1/jobs/{i}", headers=member).json()
             return out
 
-        until(lambda: all(job(i)["status"] in ("succeeded", "failed") for i in ids), 120)
-
+        eventually_sync(
+            lambda: all(job(i)["status"] in ("succeeded", "failed") for i in ids),
+            timeout=120,
+            every=0.2,
+            what="every job finished",
+        )
         jobs = [job(i) for i in ids]
         assert [j["status"] for j in jobs] == ["succeeded"] * N
         assert all(j["result"]["worker"] == "survivor" for j in jobs)  # type: ignore[index]

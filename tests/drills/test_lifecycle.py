@@ -12,6 +12,7 @@ import pytest
 
 from tests.drills.conftest import start_renderer, stop_renderer
 from tests.drills.support import DrillSite, RendererProcess, processes
+from tests.helpers.eventually import eventually_sync
 
 pytestmark = [pytest.mark.chromium, pytest.mark.processes]
 
@@ -29,17 +30,19 @@ def hanging(site: DrillSite, attempt_id: str, **extra: object) -> dict[str, obje
 
 
 def wait_status(renderer: RendererProcess, attempt_id: str, status: str) -> None:
-    deadline = time.monotonic() + 10
-    while renderer.client.get(f"/v1/attempts/{attempt_id}").json()["status"] != status:
-        assert time.monotonic() < deadline, f"{attempt_id} never reached {status}"
-        time.sleep(0.05)
+    eventually_sync(
+        lambda: renderer.client.get(f"/v1/attempts/{attempt_id}").json()["status"] == status,
+        timeout=10,
+        what=f"{attempt_id} {status}",
+    )
 
 
 def wait_hang_requested(site: DrillSite, count: int) -> None:
-    deadline = time.monotonic() + 10
-    while site.log.paths.count("/hang") < count:
-        assert time.monotonic() < deadline, "the hanging resource was never requested"
-        time.sleep(0.05)
+    eventually_sync(
+        lambda: site.log.paths.count("/hang") >= count,
+        timeout=10,
+        what="the hanging resource requested",
+    )
 
 
 def browser_main(renderer: RendererProcess) -> int:
@@ -151,12 +154,12 @@ def test_hung_browser_is_detected_and_replaced(brisk: RendererProcess) -> None:
     pid = browser_main(brisk)
     os.kill(pid, signal.SIGSTOP)
     try:
-        deadline = time.monotonic() + 10
-        while not Path(f"/proc/{pid}").exists() or processes().get(pid, ("", "Z"))[1] != "Z":
-            if not Path(f"/proc/{pid}").exists():
-                break
-            assert time.monotonic() < deadline, "hung browser was not killed"
-            time.sleep(0.1)
+        eventually_sync(
+            lambda: not Path(f"/proc/{pid}").exists() or processes().get(pid, ("", "Z"))[1] == "Z",
+            timeout=10,
+            every=0.1,
+            what="the hung browser killed",
+        )
     finally:
         if Path(f"/proc/{pid}").exists():
             os.kill(pid, signal.SIGCONT)
@@ -167,9 +170,11 @@ def test_hung_browser_is_detected_and_replaced(brisk: RendererProcess) -> None:
 def test_artifacts_are_swept_after_ttl(brisk: RendererProcess) -> None:
     render_ok(brisk, "ttl-1")
     artifacts = brisk.root / "artifacts"
-    deadline = time.monotonic() + 5
-    while brisk.client.get("/v1/attempts/ttl-1").json()["status"] != "unknown":
-        assert time.monotonic() < deadline, "receipt was not swept"
-        time.sleep(0.1)
+    eventually_sync(
+        lambda: brisk.client.get("/v1/attempts/ttl-1").json()["status"] == "unknown",
+        timeout=5,
+        every=0.1,
+        what="the receipt swept",
+    )
     assert not list(artifacts.glob("ttl-1.*"))
     assert brisk.client.get("/v1/attempts/ttl-1/artifact").status_code == 404

@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import httpx
@@ -17,6 +16,7 @@ import pytest
 from deckyard.render.signing import HmacAuth
 from tests.drills.conftest import LIVE
 from tests.drills.support import DECKYARD, SECRET, DrillSite, chromium_outside, processes
+from tests.helpers.eventually import eventually_sync, settled_sync
 
 pytestmark = [pytest.mark.chromium, pytest.mark.processes]
 
@@ -44,29 +44,23 @@ def test_sigkilled_renderer_takes_its_chromium_with_it(site: DrillSite) -> None:
         with httpx.Client(base_url=ready["url"], auth=HmacAuth(SECRET), timeout=30) as client:
             body = {"attempt_id": "doomed", "url": f"{site.base}/hanging-page"}
             assert client.post("/v1/attempts", json=body).status_code == 202
-            deadline = time.monotonic() + 10
-            while client.get("/v1/attempts/doomed").json()["status"] != "running":
-                assert time.monotonic() < deadline
-                time.sleep(0.05)
+            eventually_sync(
+                lambda: client.get("/v1/attempts/doomed").json()["status"] == "running",
+                timeout=10,
+                what="the doomed attempt running",
+            )
         table = processes()
         assert any(exe.startswith("/usr/lib/chromium/") for _c, _s, _p, exe in table.values())
         os.kill(renderer_pid, signal.SIGKILL)
-        deadline = time.monotonic() + 5
-        while chromium_outside(set(LIVE)) or any(tmp_dir.iterdir()):
-            assert time.monotonic() < deadline, (
-                f"left after SIGKILL: {chromium_outside(set(LIVE))}, {list(tmp_dir.iterdir())}"
-            )
-            time.sleep(0.1)
+        left = settled_sync(lambda: [*chromium_outside(set(LIVE)), *tmp_dir.iterdir()], timeout=5)
+        assert not left, f"left after SIGKILL: {left}"
         orphans = [
             pid
             for pid, (_c, state, ppid, _e) in processes().items()
             if ppid == harness.pid and state == "Z"
         ]
-        deadline = time.monotonic() + 5
-        while orphans and time.monotonic() < deadline:
-            time.sleep(0.1)
-            orphans = [p for p in orphans if Path(f"/proc/{p}").exists()]
-        assert not orphans
+        left = settled_sync(lambda: [p for p in orphans if Path(f"/proc/{p}").exists()], 5)
+        assert not left, f"zombies the harness never reaped: {left}"
     finally:
         harness.stdin.close()
         assert harness.wait(timeout=15) == 0

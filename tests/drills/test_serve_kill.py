@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import psutil
 import pytest
 
 from tests.drills.support import zombies
+from tests.helpers.eventually import eventually_sync, settled_sync
 from tests.helpers.server import Server, clean_env, create_token, event_types
 
 pytestmark = [pytest.mark.chromium, pytest.mark.processes, pytest.mark.slow]
@@ -39,10 +39,8 @@ def hygiene() -> Iterator[None]:
     """Scoped to this drill's own processes: other tests may run Chromium on the machine."""
     before = zombies()
     yield
-    deadline = time.monotonic() + 5  # a zombie about to be reaped by its parent is fine
-    while zombies() - before and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not (zombies() - before), "new zombie processes that nobody reaps"
+    new = settled_sync(lambda: zombies() - before, timeout=5)  # one about to be reaped is fine
+    assert not new, f"new zombie processes that nobody reaps: {new}"
 
 
 def tree(pid: int) -> set[int]:
@@ -94,35 +92,31 @@ def test_sigkill_serve_mid_batch_then_every_job_completes_once(
             )
             assert r.status_code == 202, r.text
             ids.append(r.json()["id"])
-        deadline = time.monotonic() + 90
-        while True:
+
+        def three_done() -> list[int] | None:
             done = [i for i, s in statuses(client, headers, ids).items() if s == "succeeded"]
-            if len(done) >= 3:
-                break
-            assert time.monotonic() < deadline, "no screenshot finished before the kill"
-            time.sleep(0.1)
+            return done if len(done) >= 3 else None
+
+        done = eventually_sync(three_done, timeout=90, every=0.1, what="3 screenshots done")
     assert len(done) < N, "the kill came too late to prove anything"
     family = tree(first.proc.pid) - {first.proc.pid}
     assert any("chrom" in psutil.Process(p).name() for p in alive(family)), "no Chromium seen"
     os.kill(first.proc.pid, signal.SIGKILL)  # the server alone, not its process group
     first.proc.wait(10)
-    deadline = time.monotonic() + 15
-    while alive(family) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert alive(family) == set(), "the killed server's renderer or Chromium outlived it"
+    left = settled_sync(lambda: alive(family), timeout=15, every=0.2)
+    assert left == set(), f"the killed server's renderer or Chromium outlived it: {left}"
 
     second = Server([], env, tmp_path)
     servers.append(second)
     second.wait_ready(60)
     with httpx.Client(base_url=second.url, timeout=30) as client:
-        deadline = time.monotonic() + 150
-        while True:
+
+        def all_succeeded() -> bool:
             now = statuses(client, headers, ids)
-            if all(s == "succeeded" for s in now.values()):
-                break
             assert not [s for s in now.values() if s in ("failed", "cancelled")], now
-            assert time.monotonic() < deadline, f"not all done: {now}"
-            time.sleep(0.25)
+            return all(s == "succeeded" for s in now.values())
+
+        eventually_sync(all_succeeded, timeout=150, every=0.25, what="every screenshot done")
         for job_id in ids:
             types = event_types(client, "", headers, job_id)
             assert types.count("succeeded") == 1, (job_id, types)
@@ -135,7 +129,5 @@ def test_sigkill_serve_mid_batch_then_every_job_completes_once(
             assert art.content[:8] == b"\x89PNG\r\n\x1a\n"
     family = tree(second.proc.pid)
     second.stop()
-    deadline = time.monotonic() + 15
-    while alive(family) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert alive(family) == set(), "a stopped server left processes behind"
+    left = settled_sync(lambda: alive(family), timeout=15, every=0.2)
+    assert left == set(), f"a stopped server left processes behind: {left}"

@@ -24,6 +24,7 @@ import pytest
 from playwright.async_api import Browser, Page, async_playwright, expect
 
 from tests.e2e.conftest import DECKYARD, Server, clean_env, free_port
+from tests.helpers.eventually import settled
 
 pytestmark = [pytest.mark.chromium, pytest.mark.processes, pytest.mark.slow]
 
@@ -86,11 +87,8 @@ async def browser() -> AsyncIterator[Browser]:
             yield b
         finally:
             await b.close()
-    for _ in range(50):
-        if not chromium_pids():
-            break
-        await asyncio.sleep(0.1)
-    assert chromium_pids() == set()
+    left = await settled(lambda: asyncio.to_thread(chromium_pids), timeout=5)
+    assert left == set(), f"Chromium outlived the test: {left}"
 
 
 @pytest.fixture

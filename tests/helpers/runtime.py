@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from deckyard.config import Settings
@@ -27,12 +25,3 @@ FAST: dict[str, Any] = {
 def fast_settings(**over: Any) -> Settings:
     """Settings with test cadences (environment ignored for these fields)."""
     return Settings.load(**{**FAST, **over})
-
-
-async def eventually(
-    check: Callable[[], Awaitable[bool]], timeout: float = 10.0, every: float = 0.02
-) -> None:
-    """Wait until `check()` is true; fail with a clear message after `timeout` seconds."""
-    async with asyncio.timeout(timeout):
-        while not await check():
-            await asyncio.sleep(every)

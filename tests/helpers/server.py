@@ -8,10 +8,11 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
+
+from tests.helpers.eventually import eventually_sync
 
 DECKYARD = [sys.executable, "-m", "deckyard"]
 
@@ -44,18 +45,16 @@ class Server:
         )
 
     def wait_ready(self, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        def healthy() -> bool:
             if self.proc.poll() is not None:
                 out = self.proc.stdout.read().decode() if self.proc.stdout else ""
                 raise AssertionError(f"server exited {self.proc.returncode}: {out}")
             try:
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
-                    return
+                return httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200
             except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        raise AssertionError("server did not become healthy")
+                return False
+
+        eventually_sync(healthy, timeout=timeout, every=0.1, what=f"{self.url}/healthz")
 
     def stop(self) -> None:
         if self.proc.poll() is None:

@@ -10,8 +10,9 @@ import pytest
 from deckyard.ai.errors import AiErrorCode
 from deckyard.ai.provider import AiProvider, retry_after_seconds
 from deckyard.jobs import JobError
+from tests.helpers.eventually import eventually
 from tests.helpers.fake_openai import FakeOpenAI, Reply, png_bytes
-from tests.helpers.runtime import eventually, fast_settings
+from tests.helpers.runtime import fast_settings
 
 
 def provider(fake: FakeOpenAI, **over: object) -> AiProvider:

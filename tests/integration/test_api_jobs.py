@@ -247,7 +247,7 @@ async def test_readyz_follows_the_database_going_and_coming_back(db_url: str) ->
     from sqlalchemy.engine import make_url
 
     from tests.conftest import PG_URL
-    from tests.helpers.runtime import eventually
+    from tests.helpers.eventually import eventually
 
     async with running_app(db_url, readyz_public_details=True) as (_app, client):
         assert (await client.get("/readyz")).status_code == 200

@@ -17,7 +17,7 @@ from deckyard.jobs import EnqueueSpec, JobContext, Runtime
 from deckyard.tasks import TaskExecutor
 from deckyard.tasks.executor import Stage, StageContext, TaskKind
 from tests.helpers.api import make_token, running_app
-from tests.helpers.runtime import eventually
+from tests.helpers.eventually import eventually
 
 
 @asynccontextmanager

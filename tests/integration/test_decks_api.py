@@ -17,7 +17,7 @@ from deckyard.decks.validation.rules import is_validation_passed
 from deckyard.jobs import Runtime
 from tests.helpers.api import make_token, running_app
 from tests.helpers.decks import MANIFEST, counts, folder_zip, json_deck, make_zip
-from tests.helpers.runtime import eventually
+from tests.helpers.eventually import eventually
 
 INFRA = {"RENDER_SERVICE_UNAVAILABLE", "RENDER_RESULT_LOST", "RENDER_DEADLINE_EXCEEDED"}
 ZIP = {"content-type": "application/zip"}

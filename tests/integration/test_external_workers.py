@@ -11,7 +11,7 @@ from deckyard.api.auth import TokenRole, token_create
 from deckyard.clock import SYSTEM_CLOCK
 from deckyard.jobs import Runtime
 from tests.helpers.api import make_token, running_app
-from tests.helpers.runtime import eventually
+from tests.helpers.eventually import eventually
 
 
 async def worker_token(app: FastAPI, workspace: str) -> dict[str, str]:

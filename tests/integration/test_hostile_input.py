@@ -11,7 +11,7 @@ import pytest
 
 from tests.helpers.api import make_token, running_app
 from tests.helpers.decks import MANIFEST, counts, make_zip
-from tests.helpers.runtime import eventually
+from tests.helpers.eventually import eventually
 
 ZIP = {"content-type": "application/zip"}
 PAGE = {"pages/01-a.md": b"# A"}

@@ -22,6 +22,7 @@ from deckyard.db import (
 )
 from tests.conftest import PG_URL, require_pg
 from tests.helpers.db import drop_listen_connection
+from tests.helpers.eventually import eventually
 
 side_md = MetaData()
 things = Table(
@@ -211,11 +212,11 @@ async def test_notify_reaches_another_process_and_survives_a_drop(pg_schema_url:
         listener = receiver._listener
         assert listener is not None
         drop_listen_connection(listener)
-        for _ in range(200):
-            if listener.reconnects and listener.connected.is_set():
-                break
-            await asyncio.sleep(0.02)
-        assert listener.reconnects >= 1 and listener.connected.is_set()
+
+        async def reconnected() -> bool:
+            return listener.reconnects >= 1 and listener.connected.is_set()
+
+        await eventually(reconnected, what="the listener reconnected")
         sub.pending() and await sub.wait(0)  # the catch-up wake after reconnecting
         async with sender.write_transaction() as conn:
             sender.notify(conn, "things")

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +13,7 @@ from sqlalchemy import func, select
 
 from deckyard.db import Database
 from deckyard.jobs import EnqueueSpec, Runtime
+from tests.helpers.eventually import eventually
 from tests.helpers.runtime import fast_settings
 from tests.helpers.worker_proc import side, side_md
 
@@ -74,10 +73,11 @@ async def test_exactly_once_across_a_sigkill(db: Database) -> None:
     if two_processes:
         procs.append(_spawn(url, 20))
     try:
-        deadline = time.monotonic() + 60
-        while (await _counts(db))[0] < N_JOBS // 5:
-            assert time.monotonic() < deadline, "workers made no progress"
-            await asyncio.sleep(0.05)
+
+        async def progressed() -> bool:
+            return (await _counts(db))[0] >= N_JOBS // 5
+
+        await eventually(progressed, timeout=60, every=0.05, what="workers making progress")
         victim = procs.pop(0)
         os.killpg(victim.pid, signal.SIGKILL)
         victim.wait(10)
@@ -86,10 +86,11 @@ async def test_exactly_once_across_a_sigkill(db: Database) -> None:
         done_at_kill = (await _counts(db))[0]
         assert done_at_kill < N_JOBS, "the kill came too late to prove anything"
         procs.append(_spawn(url, 20))
-        deadline = time.monotonic() + 120
-        while (await _counts(db))[0] < N_JOBS:
-            assert time.monotonic() < deadline, f"stuck at {await _counts(db)}"
-            await asyncio.sleep(0.1)
+
+        async def all_done() -> bool:
+            return (await _counts(db))[0] >= N_JOBS
+
+        await eventually(all_done, timeout=120, every=0.1, what=f"all {N_JOBS} jobs done")
     finally:
         for p in procs:
             _stop(p)

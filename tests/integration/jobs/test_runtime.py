@@ -23,7 +23,8 @@ from deckyard.jobs import (
 )
 from deckyard.jobs.schema import job_events, jobs
 from deckyard.jobs.store import job_claim, jobs_complete
-from tests.helpers.runtime import eventually, fast_settings
+from tests.helpers.eventually import eventually
+from tests.helpers.runtime import fast_settings
 
 
 def make_runtime(db: Database, **over: Any) -> Runtime:

@@ -23,7 +23,8 @@ from deckyard.tasks import (
     reconcile_once,
 )
 from deckyard.tasks.schema import task_events, tasks
-from tests.helpers.runtime import eventually, fast_settings
+from tests.helpers.eventually import eventually
+from tests.helpers.runtime import fast_settings
 
 THRESHOLDS = {"pending": 60.0, "running": 60.0}
 

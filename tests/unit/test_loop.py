@@ -6,7 +6,7 @@ import asyncio
 
 from deckyard.clock import FakeClock
 from deckyard.loop import ACTIVE, IDLE, MORE, Loop, Pacing, Tick
-from tests.helpers.runtime import eventually
+from tests.helpers.eventually import eventually
 
 
 def pacing() -> Pacing:

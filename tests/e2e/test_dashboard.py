@@ -87,7 +87,7 @@ async def browser() -> AsyncIterator[Browser]:
             yield b
         finally:
             await b.close()
-    left = await settled(lambda: asyncio.to_thread(chromium_pids), timeout=5)
+    left = await settled(lambda: asyncio.to_thread(chromium_pids), timeout=20)
     assert left == set(), f"Chromium outlived the test: {left}"
 
 

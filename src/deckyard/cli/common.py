@@ -10,6 +10,8 @@ from rich.console import Console
 from deckyard.config import Settings, SettingsError
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
+# What `deckyard render --format` accepts; shared by the command and the pipeline it runs.
+FORMATS = ("png", "pdf", "zip")
 
 
 def fail(lines: list[str] | str, code: int = 2) -> NoReturn:

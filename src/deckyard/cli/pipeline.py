@@ -28,8 +28,8 @@ from rich.table import Table
 from sqlalchemy import select
 
 from deckyard.api.schema import workspaces
+from deckyard.cli.common import FORMATS
 from deckyard.cli.output import OutputFolderError, cache_dir, finish_output, prepare_output
-from deckyard.cli.render import FORMATS
 from deckyard.config import Settings
 from deckyard.decks.compile.documents import compile_deck_report
 from deckyard.decks.errors import DeckSourceError, DeckSourceErrorCode

@@ -11,9 +11,8 @@ from typing import Annotated
 
 import typer
 
-from deckyard.cli.common import fail
+from deckyard.cli.common import FORMATS, fail
 
-FORMATS = ("png", "pdf", "zip")
 USAGE = 2
 
 

@@ -31,6 +31,13 @@ def init(
 def import_deck(
     source: Annotated[Path, typer.Argument(help="A Marp, Slidev or reveal.js Markdown file.")],
     folder: Annotated[Path, typer.Argument(help="The deck folder to write (new or empty).")],
+    fetch_remote: Annotated[
+        bool,
+        typer.Option(
+            "--fetch-remote",
+            help="Download remote images into assets/ (through the SSRF guard of URL renders).",
+        ),
+    ] = False,
 ) -> None:
     """Convert a one-file Markdown deck into a deck folder, saying what was not carried over.
 
@@ -46,8 +53,14 @@ def import_deck(
     if not source.is_file() or not is_markdown_file(source.name):
         fail(f"{source} is not a Markdown file (.md)")
     _empty_or_new(folder)
+    settings = Settings.load()
+    fetch = None
+    if fetch_remote:
+        from deckyard.cli.fetch_remote import guarded_fetcher
+
+        fetch = guarded_fetcher(settings)
     try:
-        report = import_markdown_deck(source, folder, DeckLimits.from_settings(Settings.load()))
+        report = import_markdown_deck(source, folder, DeckLimits.from_settings(settings), fetch)
     except DeckSourceError as exc:
         fail(f"{exc.message} [{exc.code}]", code=1)
     typer.echo(f"wrote {folder / 'deck.toml'} and {len(report.pages)} page(s) in {folder}/pages")

@@ -4,7 +4,8 @@
 `pages/slide-NN.md` per slide (with its resolved directives) and `assets/`: the deck's own
 `assets/` folder, plus local files the slides refer to elsewhere (`images/x.png`, Slidev's
 `public/`), copied under `assets/` with the references rewritten. Remote references are not
-fetched; each is reported, as is everything else not carried over.
+fetched unless the caller passes a fetcher (`deckyard import --fetch-remote`, through the
+SSRF guard of URL renders); each one left is reported, as is everything else not carried over.
 """
 
 from __future__ import annotations
@@ -13,15 +14,32 @@ import posixpath
 import re
 import shutil
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from deckyard.decks.source.deck_source import DeckSource
 from deckyard.decks.source.folder import load_markdown_file
 from deckyard.decks.source.limits import DeckLimits
 
-_REFERENCE = re.compile(r"""(\]\(|src=["']|url\(["']?)(?P<ref>[^)"'\s]+)""")
+_REFERENCE = re.compile(r"""(?P<lead>!?\[[^\]\n]*\]\(|src=["']|url\(["']?)(?P<ref>[^)"'\s]+)""")
 _REMOTE = re.compile(r"^(https?:)?//", re.IGNORECASE)
+_SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+
+Fetch = Callable[[str], bytes]
+"""Downloads one remote reference (through the SSRF guard); raises `FetchRefused`."""
+
+
+class FetchRefused(Exception):
+    """A remote reference that was not downloaded, and why."""
+
+
+def _remote_target(url: str) -> str:
+    parts = urlsplit(url if "://" in url else "https:" + url)
+    host = _SAFE_NAME.sub("-", parts.hostname or "host")
+    name = _SAFE_NAME.sub("-", posixpath.basename(parts.path) or "index")
+    return f"assets/remote/{host}/{name}"
 
 
 @dataclass
@@ -67,16 +85,34 @@ def _local_file(source_dir: Path, ref: str) -> tuple[str, Path] | None:
 
 
 def _carry_references(
-    text: str, source_dir: Path, dest: Path, report: ImportReport, page: str
+    text: str,
+    source_dir: Path,
+    dest: Path,
+    report: ImportReport,
+    page: str,
+    fetch: Fetch | None,
 ) -> str:
     def replace(match: re.Match[str]) -> str:
         ref = match.group("ref")
         if _REMOTE.match(ref):
-            if match.group(1) != "](" or re.search(r"\.(png|jpe?g|gif|svg|webp|css|woff2?)$", ref):
+            if match.group("lead").startswith("["):
+                return match.group(0)
+            if fetch is None:
                 report.not_carried.append(
-                    f"{page}: remote {ref} is not fetched; download it into assets/"
+                    f"{page}: remote {ref} is not fetched; download it into assets/ "
+                    "(or import with --fetch-remote)"
                 )
-            return match.group(0)
+                return match.group(0)
+            target = _remote_target(ref)
+            try:
+                data = fetch(ref)
+            except FetchRefused as exc:
+                report.not_carried.append(f"{page}: remote {ref} was not fetched: {exc}")
+                return match.group(0)
+            (dest / target).parent.mkdir(parents=True, exist_ok=True)
+            (dest / target).write_bytes(data)
+            report.copied.append(target)
+            return match.group("lead") + target
         local = _local_file(source_dir, ref)
         if local is None:
             return match.group(0)
@@ -85,13 +121,18 @@ def _carry_references(
             (dest / target).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(file, dest / target)
             report.copied.append(target)
-        return match.group(1) + target + ref[len(ref.split("#", 1)[0].split("?", 1)[0]) :]
+        return match.group("lead") + target + ref[len(ref.split("#", 1)[0].split("?", 1)[0]) :]
 
     return _REFERENCE.sub(replace, text)
 
 
-def import_markdown_deck(source: Path, dest: Path, limits: DeckLimits) -> ImportReport:
-    """Convert the Markdown deck `source` into the deck folder `dest` (new or empty)."""
+def import_markdown_deck(
+    source: Path, dest: Path, limits: DeckLimits, fetch: Fetch | None = None
+) -> ImportReport:
+    """Convert the Markdown deck `source` into the deck folder `dest` (new or empty).
+
+    With `fetch`, remote images (not hyperlinks) are downloaded into `assets/remote/<host>/`.
+    """
     deck = load_markdown_file(source, limits)
     report = ImportReport(not_carried=[w.describe() for w in deck.warnings])
     dest.mkdir(parents=True, exist_ok=True)
@@ -114,7 +155,7 @@ def import_markdown_deck(source: Path, dest: Path, limits: DeckLimits) -> Import
             (dest / theme).write_text(deck.theme_css, encoding="utf-8")
     (dest / "deck.toml").write_text(_manifest(deck, theme), encoding="utf-8")
     for page in deck.pages:
-        text = _carry_references(page.text, source.parent, dest, report, page.name)
+        text = _carry_references(page.text, source.parent, dest, report, page.name, fetch)
         (dest / "pages" / f"{page.name}.md").write_text(text, encoding="utf-8")
         report.pages.append(f"pages/{page.name}.md")
     report.copied = [posixpath.normpath(p) for p in dict.fromkeys(report.copied)]

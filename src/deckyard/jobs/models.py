@@ -8,11 +8,7 @@ from typing import Any
 
 from sqlalchemy import Row
 
-from deckyard.jobs.schema import job_events, jobs
 from deckyard.jobs.status import JobStatus
-
-JOB_COLUMNS = tuple(jobs.c)
-EVENT_COLUMNS = tuple(job_events.c)
 
 
 @dataclass(frozen=True)
@@ -45,7 +41,7 @@ class Job:
 
     @classmethod
     def from_row(cls, row: Row[Any]) -> Job:
-        """Build from a row selected with `JOB_COLUMNS`."""
+        """Build from a row selected with `jobs.schema.JOB_COLUMNS`."""
         values = row._asdict()
         values["status"] = JobStatus(values["status"])
         return cls(**values)
@@ -77,7 +73,7 @@ class JobEvent:
 
     @classmethod
     def from_row(cls, row: Row[Any]) -> JobEvent:
-        """Build from a row selected with `EVENT_COLUMNS`."""
+        """Build from a row selected with `jobs.schema.EVENT_COLUMNS`."""
         return cls(**row._asdict())
 
     def to_dict(self) -> dict[str, Any]:

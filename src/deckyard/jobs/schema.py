@@ -68,3 +68,8 @@ periodic_ticks = Table(
     Column("last_tick_at", UTCDateTime, nullable=False),
 )
 """The last cron tick enqueued per periodic job: a compare-and-set makes each tick run once."""
+
+JOB_COLUMNS = tuple(jobs.c)
+"""Every `jobs` column, in the order `Job.from_row` reads them."""
+EVENT_COLUMNS = tuple(job_events.c)
+"""Every `job_events` column, in the order `JobEvent.from_row` reads them."""

@@ -31,8 +31,8 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from deckyard.db import Database
-from deckyard.jobs.models import EVENT_COLUMNS, JOB_COLUMNS, Job, JobEvent
-from deckyard.jobs.schema import job_events, jobs
+from deckyard.jobs.models import Job, JobEvent
+from deckyard.jobs.schema import EVENT_COLUMNS, JOB_COLUMNS, job_events, jobs
 from deckyard.jobs.status import ACTIVE, ACTIVE_PREDICATE, TERMINAL, JobErrorCode, JobStatus
 
 WAKE_JOBS = "jobs"

@@ -15,8 +15,8 @@ from sqlalchemy import ColumnElement, and_, delete, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from deckyard.db import Database
-from deckyard.jobs.models import JOB_COLUMNS, Job
-from deckyard.jobs.schema import job_events, jobs, periodic_ticks
+from deckyard.jobs.models import Job
+from deckyard.jobs.schema import JOB_COLUMNS, job_events, jobs, periodic_ticks
 from deckyard.jobs.status import ACTIVE, TERMINAL, EventType, JobErrorCode, JobStatus
 from deckyard.jobs.store import (
     RUNNING,

@@ -19,8 +19,8 @@ from deckyard.clock import FakeClock
 from deckyard.db import Database
 from deckyard.db.migrate import upgrade
 from deckyard.jobs import RecoveryPolicy, recover_expired
-from deckyard.jobs.models import JOB_COLUMNS, Job
-from deckyard.jobs.schema import job_events, jobs
+from deckyard.jobs.models import Job
+from deckyard.jobs.schema import JOB_COLUMNS, job_events, jobs
 from deckyard.jobs.store import (
     NewJob,
     job_claim,

@@ -78,6 +78,9 @@ async def test_not_configured_answers_503_and_changes_nothing(db_url: str) -> No
             ),
             client.post(f"/v1/decks/{deck}/assets:generate", json={"prompt": "x"}, headers=alice),
             client.get("/v1/ai/models", headers=alice),
+            client.post(
+                "/v1/decks/from-outline", json={"title": "t", "outline": ["a"]}, headers=alice
+            ),
         ]
         for call in calls:
             r = await call

@@ -24,8 +24,8 @@ from deckyard.decks.schema import deck_assets
 from deckyard.jobs import Runtime
 from tests.helpers.api import make_token, running_app
 from tests.helpers.decks import counts, json_deck
+from tests.helpers.eventually import eventually
 from tests.helpers.fake_openai import FakeOpenAI, Reply, png_bytes
-from tests.helpers.runtime import eventually
 
 BROKEN = "Here is the page:\n```markdown\n# Agenda\n\n![logo](assets/missing.png)\n```\n"
 FIXED = "```markdown\n# Agenda\n\n- one\n- two\n```"

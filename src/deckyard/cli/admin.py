@@ -10,16 +10,17 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
-import httpx
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from deckyard.cli.common import err, fail, load_settings
 from deckyard.clock import SYSTEM_CLOCK
-from deckyard.config import Settings
+
+if TYPE_CHECKING:
+    from deckyard.config import Settings
 
 T = TypeVar("T")
 out = Console(highlight=False, soft_wrap=True)
@@ -198,6 +199,8 @@ def token_revoke(
 
 
 def _api(server: str, token: str, method: str, path: str, body: Any = None) -> Any:
+    import httpx  # lazily: usage errors and --help stay fast
+
     try:
         response = httpx.request(
             method,

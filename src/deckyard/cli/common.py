@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 from rich.console import Console
 
-from deckyard.config import Settings, SettingsError
+if TYPE_CHECKING:
+    from deckyard.config import Settings
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 # What `deckyard render --format` accepts; shared by the command and the pipeline it runs.
@@ -23,6 +24,10 @@ def fail(lines: list[str] | str, code: int = 2) -> NoReturn:
 
 def load_settings(**overrides: Any) -> Settings:
     """Settings from the environment plus command-line overrides; exit 2 when invalid."""
+    # Imported here: building the settings model costs ~0.3 s, which a usage error or
+    # `--help` should not pay.
+    from deckyard.config import Settings, SettingsError
+
     given = {k: v for k, v in overrides.items() if v is not None}
     try:
         return Settings.load(**given)

@@ -7,12 +7,14 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import httpx
 import typer
 
 from deckyard.cli.common import load_settings
-from deckyard.config import Settings
+
+if TYPE_CHECKING:
+    from deckyard.config import Settings
 
 FONT_PACKAGES = {
     "fonts-noto-core": ("NotoSans-Regular.ttf", "NotoSerif-Regular.ttf"),
@@ -148,6 +150,8 @@ def check_renderers(settings: Settings) -> list[Check]:
                 "set DECKYARD_RENDERER_SECRET to the renderers' shared secret",
             )
         ]
+    import httpx  # lazily: usage errors and --help stay fast
+
     from deckyard.render.signing import HmacAuth
 
     checks = []

@@ -10,12 +10,14 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from deckyard.cli.common import fail, load_settings
-from deckyard.config import SETTINGS_ENV, Settings
+
+if TYPE_CHECKING:
+    from deckyard.config import Settings
 
 
 def configure_logging() -> None:
@@ -46,6 +48,8 @@ def run_server(settings: Settings) -> None:
             if settings.workers > 1:
                 # Workers are fresh processes that build the app from the environment: hand
                 # them these settings (command-line flags included) whole.
+                from deckyard.config import SETTINGS_ENV
+
                 os.environ[SETTINGS_ENV] = settings.model_dump_json()
                 uvicorn.run(
                     "deckyard.api.app:create_app_from_env",

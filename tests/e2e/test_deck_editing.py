@@ -229,6 +229,8 @@ def test_openapi_describes_the_editing_routes(node: Node) -> None:
         "/v1/decks/{deck_id}": {"get", "delete"},
         "/v1/decks/{deck_id}/copy": {"post"},
         "/v1/decks/{deck_id}/assets": {"get"},
+        "/v1/decks/{deck_id}/theme": {"put"},
+        "/v1/decks/{deck_id}/manifest": {"patch"},
         "/v1/decks/{deck_id}/assets/{path}": {"get", "put", "delete"},
     }
     for path, methods in expected.items():
@@ -330,3 +332,39 @@ def test_assets_upload_replace_delete(node: Node) -> None:
     assert forced.status_code == 204, forced.text
     assert node.call("GET", base).json() == []
     assert node.call("DELETE", f"{base}/img/logo.png").status_code == 404
+
+
+def test_theme_and_manifest_edits_through_the_gate(node: Node) -> None:
+    deck_id = two_page_deck(node)
+    base = f"/v1/decks/{deck_id}"
+
+    def numbers() -> list[int]:
+        return [p["number"] for p in node.call("GET", base).json()["pages"]]
+
+    broken = {"css": "h1 { background: url(assets/nope.png); }", **SKIP}
+    refused = node.call("PUT", f"{base}/theme", json=broken)
+    assert refused.status_code == 422, refused.text
+    assert set(refused.json()["error"]["pages"]) == {"01-hello", "02-end"}
+    assert numbers() == [1, 1]
+    bad = node.call("PATCH", f"{base}/manifest", json={"slide": {"width": "wide"}})
+    assert bad.status_code == 422 and bad.json()["error"]["field"] == "slide.width"
+    stale = node.call(
+        "PUT", f"{base}/theme", json={"css": "h1{}", **SKIP}, headers={"if-match": '"9"'}
+    )
+    assert stale.status_code == 409 and stale.json()["error"]["current_version"] == 1
+    assert numbers() == [1, 1]
+
+    themed = node.call(
+        "PUT",
+        f"{base}/theme",
+        json={"css": "h1 { color: red; }", **SKIP},
+        headers={"if-match": '"1"'},
+    )
+    assert themed.status_code == 201, themed.text
+    assert numbers() == [2, 2]
+    page = node.call("GET", f"{base}/pages/01-hello/versions/2").json()
+    assert page["skipped_visual_verification"] is True
+    renamed = node.call("PATCH", f"{base}/manifest", json={"title": "Renamed", **SKIP})
+    assert renamed.status_code == 201, renamed.text
+    assert renamed.json()["title"] == "Renamed" and numbers() == [3, 3]
+    assert renamed.json()["manifest"]["theme"] == "theme.css"

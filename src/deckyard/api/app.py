@@ -18,6 +18,7 @@ from deckyard.api.audit import router as audit_router
 from deckyard.api.dashboard import router as dashboard_router
 from deckyard.api.deck_assets import router as deck_assets_router
 from deckyard.api.deck_pages import router as deck_pages_router
+from deckyard.api.deck_style import router as deck_style_router
 from deckyard.api.decks import router as decks_router
 from deckyard.api.errors import BodyLimitMiddleware, install_error_handlers
 from deckyard.api.health import router as health_router
@@ -76,6 +77,7 @@ def create_app(settings: Settings, *, node: Node | None = None) -> FastAPI:
     app.include_router(decks_router)
     app.include_router(deck_pages_router)
     app.include_router(deck_assets_router)
+    app.include_router(deck_style_router)
     app.include_router(tokens_router)
     app.include_router(audit_router)
     app.include_router(validate_router)

@@ -19,6 +19,7 @@ from deckyard.decks.compile.documents import CompileReport, compile_deck_report
 from deckyard.decks.deck_edits import DeckEdits
 from deckyard.decks.errors import CompileProblem
 from deckyard.decks.jobs.deck_jobs import DeckJobs
+from deckyard.decks.jobs.deck_style import DeckStyleJob
 from deckyard.decks.jobs.names import (
     DECK_QUEUE,
     PUBLISH_TASK,
@@ -47,6 +48,9 @@ from deckyard.decks.validation.result import ValidationResult
 from deckyard.jobs import Job, Runtime
 from deckyard.render.control.service import RenderService
 from deckyard.tasks import TaskExecutor
+
+ONE_ATTEMPT = (DeckJobKind.PAGE_EDIT, DeckJobKind.DECK_STYLE)
+"""Write-gate jobs: a refused write is an answer, not something to retry."""
 
 
 @dataclass(frozen=True)
@@ -88,6 +92,7 @@ class DeckService:
             DeckJobKind.PAGE_VALIDATE: self.page_jobs.validate,
             DeckJobKind.PAGE_EDIT: self.page_jobs.edit,
             DeckJobKind.PAGE_SCREENSHOT: self.page_jobs.screenshot,
+            DeckJobKind.DECK_STYLE: DeckStyleJob(db, clock, self.validator).run,
             DeckJobKind.DECK_BUILD: self.deck_jobs.build,
             DeckJobKind.DECK_EXPORT: self.deck_jobs.export,
         }
@@ -95,7 +100,9 @@ class DeckService:
             runtime.handler(
                 kind.value,
                 queue=DECK_QUEUE,
-                max_attempts=1 if kind is DeckJobKind.PAGE_EDIT else settings.deck_job_max_attempts,
+                max_attempts=1
+                if kind in (DeckJobKind.PAGE_EDIT, DeckJobKind.DECK_STYLE)
+                else settings.deck_job_max_attempts,
                 timeout=settings.deck_job_timeout_seconds,
             )(fn)
         tasks.register(publish_task(db))
@@ -220,6 +227,35 @@ class DeckService:
         return await self.tasks.create(
             PUBLISH_TASK, {"deck_id": deck_id}, workspace_id=workspace_id
         )
+
+    async def restyle(
+        self,
+        workspace_id: str,
+        deck_id: int,
+        *,
+        theme_css: str | None = None,
+        manifest: dict[str, Any] | None = None,
+        skip_visual_verification: bool = False,
+        base: int | None = None,
+    ) -> Job:
+        """Enqueue `deck.style`: a theme and/or manifest edit through the write gate."""
+        payload = {
+            "deck_id": deck_id,
+            "theme_css": theme_css,
+            "manifest": manifest,
+            "skip_visual_verification": skip_visual_verification,
+            "base": base,
+        }
+        return await self._enqueue(DeckJobKind.DECK_STYLE, payload, workspace_id, None)
+
+    async def validations_of(self, job_id: int) -> dict[str, ValidationResult]:
+        """Each page's validation result a deck job reported in its events."""
+        found: dict[str, ValidationResult] = {}
+        async for ev in self.runtime.events(job_id, follow=False):
+            if ev.type == DeckEvent.VALIDATION.value and isinstance(ev.data, dict):
+                data = {k: v for k, v in ev.data.items() if k not in ("page", "render_job_id")}
+                found[str(ev.data.get("page"))] = ValidationResult.model_validate(data)
+        return found
 
     async def validation_of(self, job_id: int) -> ValidationResult | None:
         """The validation result a page job reported in its events, if it got that far."""

@@ -10,6 +10,7 @@ after locking with the version the client based its edit on.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import delete, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -185,3 +186,23 @@ async def deck_copy(conn: AsyncConnection, deck_id: int, title: str, now: dateti
             update(pages).where(pages.c.id == page_id).values(current_version_id=version_id)
         )
     return new_id
+
+
+async def deck_style_set(
+    conn: AsyncConnection,
+    deck_id: int,
+    manifest: dict[str, Any],
+    theme_css: str,
+    theme_path: str | None,
+) -> None:
+    """Store a deck's new manifest (its title with it) and theme."""
+    await conn.execute(
+        update(decks)
+        .where(decks.c.id == deck_id)
+        .values(
+            title=str(manifest["title"]),
+            manifest=manifest,
+            theme_css=theme_css,
+            theme_path=theme_path,
+        )
+    )

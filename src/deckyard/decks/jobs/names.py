@@ -16,6 +16,7 @@ class DeckJobKind(StrEnum):
     PAGE_SCREENSHOT = "page.screenshot"
     DECK_BUILD = "deck.build"
     DECK_EXPORT = "deck.export"
+    DECK_STYLE = "deck.style"
 
 
 class DeckJobErrorCode(StrEnum):

@@ -1,0 +1,139 @@
+"""`deck.style`: theme and manifest edits through the write gate.
+
+A theme or manifest change (title, language, slide size, fonts) can change how every page
+looks, so every page is validated again in the edited deck; the write happens only when all of
+them passed (or compiled, with `skip_visual_verification`, recorded). It then stores the deck's
+new theme/manifest and a new version of each page (same source, the newly compiled document
+and its validation) in the job's finish transaction, under the deck row's lock and If-Match.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from deckyard.clock import Clock
+from deckyard.db import Database
+from deckyard.decks.jobs.handler_support import load_deck, refused, workspace_of
+from deckyard.decks.jobs.names import DeckEvent, DeckJobErrorCode
+from deckyard.decks.source.deck_source import DeckManifest
+from deckyard.decks.store import (
+    deck_touch,
+    page_find,
+    page_version_insert,
+    page_version_next_number,
+)
+from deckyard.decks.store_pages import deck_lock, deck_style_set, page_lock
+from deckyard.decks.validation.page_check import PageValidator
+from deckyard.decks.validation.rules import is_validation_passed
+from deckyard.jobs import JobContext
+
+DEFAULT_THEME_PATH = "theme.css"
+
+
+class DeckStyleJob:
+    """The handler of `deck.style`."""
+
+    def __init__(self, db: Database, clock: Clock, validator: PageValidator) -> None:
+        self.db = db
+        self.clock = clock
+        self.validator = validator
+
+    async def run(self, ctx: JobContext) -> dict[str, Any]:
+        """Validate every page with the new theme/manifest; write all or nothing."""
+        workspace = workspace_of(ctx)
+        deck_id = int(ctx.payload["deck_id"])
+        _row, source = await load_deck(self.db, deck_id, workspace)
+        changes: dict[str, Any] = dict(ctx.payload.get("manifest") or {})
+        theme_css = ctx.payload.get("theme_css")
+        theme_path = source.theme_path
+        fields = {**source.manifest.model_dump(mode="json"), **changes}
+        if theme_css is not None:
+            theme_path = theme_path or DEFAULT_THEME_PATH
+            fields["theme"] = theme_path
+        manifest = DeckManifest.model_validate(fields)
+        edited = source.model_copy(
+            update={
+                "manifest": manifest,
+                "theme_css": source.theme_css if theme_css is None else str(theme_css),
+                "theme_path": theme_path,
+            }
+        )
+        skip = bool(ctx.payload.get("skip_visual_verification", False))
+        base = ctx.payload.get("base")
+        if skip:
+            await ctx.emit(DeckEvent.SKIPPED_VISUAL_VERIFICATION, {"deck_id": deck_id})
+        if base is None:
+            await ctx.emit(DeckEvent.UNCONDITIONAL_WRITE, {"deck_id": deck_id})
+        checks = await asyncio.gather(
+            *(
+                self.validator.check(
+                    edited, p.name, workspace_id=workspace, parent_id=ctx.id, skip_render=skip
+                )
+                for p in edited.pages
+            )
+        )
+        data: dict[str, dict[str, Any]] = {}
+        for check in checks:
+            data[check.name] = check.result.model_dump(mode="json")
+            await ctx.emit(
+                DeckEvent.VALIDATION,
+                {"page": check.name, "render_job_id": check.render_job_id, **data[check.name]},
+            )
+        failed = [
+            c
+            for c in checks
+            if c.compiled is None or not is_validation_passed(c.result, require_render=not skip)
+        ]
+        if failed:
+            names = ", ".join(c.name for c in failed)
+            code = failed[0].result.error_code or "VALIDATION_FAILED"
+            raise refused(code, f"{len(failed)} page(s) did not pass ({names}); nothing written")
+        summary: dict[str, Any] = {"deck_id": deck_id, "if_match": base, "pages": {}}
+
+        async def write(conn: AsyncConnection) -> None:
+            now = self.clock.now()
+            head = await deck_lock(conn, deck_id)
+            if head is None:
+                raise refused(DeckJobErrorCode.DECK_NOT_FOUND, f"no deck {deck_id}")
+            if base is not None and head != int(base):
+                raise refused(
+                    DeckJobErrorCode.EDIT_CONFLICT,
+                    f"deck {deck_id} is at version {head}, not {base}",
+                )
+            await deck_style_set(
+                conn,
+                deck_id,
+                manifest.model_dump(mode="json"),
+                edited.theme_css,
+                edited.theme_path,
+            )
+            for check in checks:
+                page_id = await page_find(conn, deck_id, check.name)
+                if page_id is None or await page_lock(conn, page_id) is None:
+                    raise refused(
+                        DeckJobErrorCode.EDIT_CONFLICT, f"page {check.name!r} went meanwhile"
+                    )
+                page = edited.page(check.name)
+                assert page is not None
+                assert check.compiled is not None
+                number = await page_version_next_number(conn, page_id)
+                await page_version_insert(
+                    conn,
+                    page_id,
+                    page.kind.value,
+                    page.text,
+                    check.compiled.document,
+                    check.compiled.sha256,
+                    now,
+                    validation=data[check.name],
+                    skipped=skip,
+                    number=number,
+                )
+                summary["pages"][check.name] = number
+            await deck_touch(conn, deck_id, now)
+
+        ctx.on_success(write)
+        return summary

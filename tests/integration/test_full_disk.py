@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.api import make_token, running_app
-from tests.helpers.runtime import eventually
+from tests.helpers.eventually import eventually
 
 SIZE = "24m"
 MIN_FREE = 256 * 1024

@@ -129,3 +129,23 @@ def test_openapi_describes_tokens_and_audit(running: Running) -> None:
     assert {"get", "post"} <= set(paths["/v1/tokens"])
     assert "delete" in paths["/v1/tokens/{token_id}"]
     assert "get" in paths["/v1/audit"]
+
+
+def test_page_versions_record_their_actor(running: Running) -> None:
+    url, admin = running.url, bearer(running.admin)
+    with httpx.Client(timeout=60) as client:
+        made = client.post(f"{url}/v1/tokens", json={"role": "editor"}, headers=admin).json()
+        editor = bearer(made["token"])
+        deck = client.post(f"{url}/v1/decks", json=json_deck(), headers=editor).json()
+        page = f"{url}/v1/decks/{deck['id']}/pages/01-hello"
+        edit = {"source": "# Edited", "skip_visual_verification": True}
+        written = client.put(page, json=edit, headers=editor)
+        assert written.status_code == 201, written.text
+        assert written.json()["version"]["actor_token_id"] == made["id"]
+        back = client.post(
+            f"{page}/versions/1/revert", json={"skip_visual_verification": True}, headers=admin
+        )
+        assert back.status_code == 201, back.text
+        admin_id = client.get(f"{url}/v1/tokens", headers=admin).json()[-1]["id"]
+        versions = client.get(f"{page}/versions", headers=editor).json()
+        assert [v["actor_token_id"] for v in versions] == [None, made["id"], admin_id]

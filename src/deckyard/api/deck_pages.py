@@ -161,6 +161,7 @@ async def _through_gate(
         skip_visual_verification=skip,
         base=base,
         create=current is None,
+        actor=principal.token_id,
     )
     try:
         done = await service.runtime.wait(job.id, timeout=service.settings.deck_api_wait_seconds)

@@ -104,6 +104,7 @@ async def edit_theme(
         theme_css=body.css,
         skip_visual_verification=body.skip_visual_verification,
         base=base,
+        actor=principal.token_id,
     )
     return await _outcome(request, principal, deck_id, job)
 
@@ -135,5 +136,6 @@ async def edit_manifest(
         manifest=changes,
         skip_visual_verification=body.skip_visual_verification,
         base=base,
+        actor=principal.token_id,
     )
     return await _outcome(request, principal, deck_id, job)

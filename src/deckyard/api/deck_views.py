@@ -55,6 +55,9 @@ class PageVersionOut(BaseModel):
     skipped_visual_verification: bool
     screenshot: ScreenshotPointer | None
     created_at: datetime
+    actor_token_id: int | None = Field(
+        None, description="The token whose edit wrote this version (see /v1/tokens, /v1/audit)."
+    )
 
     @classmethod
     def of(cls, v: PageVersionRow) -> PageVersionOut:
@@ -70,6 +73,7 @@ class PageVersionOut(BaseModel):
             skipped_visual_verification=v.skipped_visual_verification,
             screenshot=ScreenshotPointer.model_validate(v.screenshot) if v.screenshot else None,
             created_at=v.created_at,
+            actor_token_id=v.actor_token_id,
         )
 
 

@@ -71,6 +71,7 @@ page_versions = Table(
     Column("validation", JSONPayload),
     Column("skipped_visual_verification", Boolean, nullable=False),
     Column("screenshot", JSONPayload),
+    Column("actor_token_id", BigId),
     Column("created_at", UTCDateTime, nullable=False),
     UniqueConstraint("page_id", "number", name="uq_page_versions_page_id_number"),
 )

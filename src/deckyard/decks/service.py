@@ -179,6 +179,7 @@ class DeckService:
         skip_visual_verification: bool = False,
         base: int | None = None,
         create: bool = False,
+        actor: int | None = None,
     ) -> Job:
         """Enqueue `page.edit`, the write gate (`create`: the page may be new; `base`: If-Match)."""
         payload = {
@@ -189,6 +190,7 @@ class DeckService:
             "skip_visual_verification": skip_visual_verification,
             "base": base,
             "create": create,
+            "actor_token_id": actor,
         }
         return await self._enqueue(DeckJobKind.PAGE_EDIT, payload, workspace_id, None)
 
@@ -237,6 +239,7 @@ class DeckService:
         manifest: dict[str, Any] | None = None,
         skip_visual_verification: bool = False,
         base: int | None = None,
+        actor: int | None = None,
     ) -> Job:
         """Enqueue `deck.style`: a theme and/or manifest edit through the write gate."""
         payload = {
@@ -245,6 +248,7 @@ class DeckService:
             "manifest": manifest,
             "skip_visual_verification": skip_visual_verification,
             "base": base,
+            "actor_token_id": actor,
         }
         return await self._enqueue(DeckJobKind.DECK_STYLE, payload, workspace_id, None)
 

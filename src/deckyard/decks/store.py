@@ -31,6 +31,7 @@ class PageVersionRow:
     skipped_visual_verification: bool
     screenshot: Any
     created_at: datetime
+    actor_token_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,7 @@ _VERSION_COLS = (
     page_versions.c.skipped_visual_verification,
     page_versions.c.screenshot,
     page_versions.c.created_at,
+    page_versions.c.actor_token_id,
 )
 
 
@@ -177,6 +179,7 @@ async def page_version_insert(
     validation: Any = None,
     skipped: bool = False,
     number: int | None = None,
+    actor_token_id: int | None = None,
 ) -> int:
     """Add a version of a page and make it current; returns the version id.
 
@@ -200,6 +203,7 @@ async def page_version_insert(
                     validation=validation,
                     skipped_visual_verification=skipped,
                     created_at=now,
+                    actor_token_id=actor_token_id,
                 )
                 .returning(page_versions.c.id)
             )

@@ -130,6 +130,7 @@ class DeckStyleJob:
                     now,
                     validation=data[check.name],
                     skipped=skip,
+                    actor_token_id=ctx.payload.get("actor_token_id"),
                     number=number,
                 )
                 summary["pages"][check.name] = number

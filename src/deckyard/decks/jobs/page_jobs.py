@@ -195,6 +195,7 @@ class PageJobs:
         """
         workspace = workspace_of(ctx)
         name, kind = edited.name, edited.kind
+        actor = ctx.payload.get("actor_token_id")
         is_new = source.page(name) is None
         pages = [edited if p.name == name else p for p in source.pages]
         deck = source.model_copy(update={"pages": [*pages, edited] if is_new else pages})
@@ -238,6 +239,7 @@ class PageJobs:
                 now,
                 validation=data,
                 skipped=skip,
+                actor_token_id=actor,
                 number=written,
             )
             await deck_touch(conn, deck_id, now)

@@ -1,6 +1,6 @@
 """The audit log: every write a token made (method, path, status, where it led), newest first.
 
-`AuditMiddleware` records a row after each non-read request that an authenticated token made,
+`AuditMiddleware` records a row for each non-read request that an authenticated token made,
 whatever its answer; reads and unauthenticated requests write nothing, so an idle server
 writes nothing either. `Location` (a job, a task, a new deck) links the write to what it made.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel
@@ -66,7 +66,7 @@ async def audit_insert(
 
 
 class AuditMiddleware:
-    """Records every authenticated write in `audit_events` once its answer has started."""
+    """Records every authenticated write in `audit_events` just before its answer starts."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -75,36 +75,33 @@ class AuditMiddleware:
         if scope["type"] != "http" or scope["method"] in SAFE_METHODS:
             await self.app(scope, receive, send)
             return
-        started: dict[str, Any] = {}
 
         async def watch(message: Message) -> None:
             if message["type"] == "http.response.start":
-                started["status"] = message["status"]
-                for name, value in message.get("headers", []):
-                    if name.lower() == b"location":
-                        started["location"] = value.decode("latin-1")
+                await self._record(scope, message)
             await send(message)
 
+        await self.app(scope, receive, watch)
+
+    @staticmethod
+    async def _record(scope: Scope, start: Message) -> None:
+        """Record the write before its answer goes out, so a client that saw the answer
+        finds it in the log (and the log's order is the order the answers were given)."""
+        principal = scope.get("state", {}).get("principal")
+        if not isinstance(principal, Principal):
+            return
+        location = next(
+            (v.decode("latin-1") for k, v in start.get("headers", []) if k.lower() == b"location"),
+            None,
+        )
         try:
-            await self.app(scope, receive, watch)
-        finally:
-            principal = scope.get("state", {}).get("principal")
-            if isinstance(principal, Principal) and "status" in started:
-                try:
-                    await audit_insert(
-                        scope["app"].state.db,
-                        principal,
-                        scope,
-                        int(started["status"]),
-                        started.get("location"),
-                    )
-                except Exception:
-                    log.warning(
-                        "audit: could not record %s %s",
-                        scope["method"],
-                        scope.get("path"),
-                        exc_info=True,
-                    )
+            await audit_insert(
+                scope["app"].state.db, principal, scope, int(start["status"]), location
+            )
+        except Exception:
+            log.warning(
+                "audit: could not record %s %s", scope["method"], scope.get("path"), exc_info=True
+            )
 
 
 @router.get("", response_model=AuditPage)

@@ -368,3 +368,27 @@ def test_theme_and_manifest_edits_through_the_gate(node: Node) -> None:
     assert renamed.status_code == 201, renamed.text
     assert renamed.json()["title"] == "Renamed" and numbers() == [3, 3]
     assert renamed.json()["manifest"]["theme"] == "theme.css"
+
+
+def test_a_server_that_requires_if_match_refuses_blind_writes(
+    tmp_path: Path, servers: list[Server]
+) -> None:
+    env = clean_env(tmp_path, DECKYARD_RENDERERS="0", DECKYARD_DECK_REQUIRE_IF_MATCH="true")
+    token = create_token(env, tmp_path, "alice")
+    server = Server([], env, tmp_path)
+    servers.append(server)
+    server.wait_ready(60)
+    with httpx.Client(timeout=60) as client:
+        node = Node(server.url, client, {"authorization": f"Bearer {token}"})
+        deck_id = two_page_deck(node)
+        page = f"/v1/decks/{deck_id}/pages/01-hello"
+        blind = node.call("PUT", page, json={"source": "# x", **SKIP})
+        assert blind.status_code == 428, blind.text
+        assert blind.json()["error"]["code"] == "IF_MATCH_REQUIRED"
+        assert blind.json()["error"]["field"] == "If-Match"
+        assert node.call("DELETE", f"/v1/decks/{deck_id}/pages/02-end").status_code == 428
+        assert len(node.call("GET", f"{page}/versions").json()) == 1
+        any_version = node.call(
+            "PUT", page, json={"source": "# x", **SKIP}, headers={"if-match": "*"}
+        )
+        assert any_version.status_code == 201, any_version.text

@@ -17,7 +17,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from deckyard.db import Database, WriteRetryPolicy
 from deckyard.db.migrate import upgrade
 from deckyard.jobs import Job, JobStatus, Runtime
-from tests.helpers.runtime import eventually, fast_settings
+from tests.helpers.eventually import eventually
+from tests.helpers.runtime import fast_settings
 
 pytestmark = pytest.mark.postgres
 

@@ -18,7 +18,8 @@ from sqlalchemy import func, select
 from deckyard.db import Database
 from deckyard.jobs import EnqueueSpec, JobStatus, Runtime
 from deckyard.jobs.schema import jobs
-from tests.helpers.runtime import eventually, fast_settings
+from tests.helpers.eventually import eventually
+from tests.helpers.runtime import fast_settings
 from tests.helpers.worker_proc import SETTINGS, side, side_md
 
 pytestmark = [pytest.mark.processes]

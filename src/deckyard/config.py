@@ -214,6 +214,15 @@ class Settings(BaseSettings):
     reconciliation_thresholds_seconds: dict[str, float] = Field(
         default_factory=lambda: {"running": 1800.0, "pending": 1800.0}
     )
+    task_lease_seconds: float = Field(
+        30.0,
+        gt=0,
+        description="Lease a process holds on each task it drives; when it lapses (the driver "
+        "died), another process resumes the task.",
+    )
+    task_heartbeat_interval_seconds: float = Field(
+        5.0, gt=0, description="How often a driving process extends its task leases (one UPDATE)."
+    )
 
     # --- decks -----------------------------------------------------------------------------
     deck_max_body_bytes: int = Field(
@@ -333,6 +342,12 @@ class Settings(BaseSettings):
             "job_lease_seconds",
             f"must be at least 3 x DECKYARD_JOB_HEARTBEAT_INTERVAL_SECONDS "
             f"({self.job_lease_seconds} < 3 x {self.job_heartbeat_interval_seconds})",
+        )
+        need(
+            self.task_lease_seconds >= 3 * self.task_heartbeat_interval_seconds,
+            "task_lease_seconds",
+            f"must be at least 3 x DECKYARD_TASK_HEARTBEAT_INTERVAL_SECONDS "
+            f"({self.task_lease_seconds} < 3 x {self.task_heartbeat_interval_seconds})",
         )
         need(
             self.job_idle_poll_ceiling_seconds >= self.job_poll_interval_seconds,

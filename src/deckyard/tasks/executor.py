@@ -5,13 +5,23 @@ its execution events), so driving it again after a crash continues where it was:
 are enqueued once (their ids are stored in the same transaction) and a stage advances by a
 compare-and-set on its index. Within one process an in-flight set under a lock makes a second
 start of the same task fail fast (`TaskAlreadyRunning`).
+
+Across processes a task is driven by whoever holds its lease (`owner`, `lease_expires_at`): the
+creator holds it from birth, a drive starts with a compare-and-set claim, and the `tasks.lease`
+loop extends every lease this process holds in one UPDATE per heartbeat (none while it drives
+nothing). The same loop, at start-up and whenever the next lease can lapse, resumes tasks whose
+owner is gone (its lease lapsed, or it handed it back on a graceful stop), so a task whose driver
+was killed resumes within one lease, not after reconciliation's staleness threshold.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
 import threading
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,7 +32,7 @@ from deckyard.clock import SYSTEM_CLOCK, Clock
 from deckyard.config import Settings
 from deckyard.db import Database
 from deckyard.jobs import EnqueueSpec, Job, JobStatus, Runtime
-from deckyard.loop import Loop, Tick
+from deckyard.loop import IDLE, Loop, Tick
 from deckyard.tasks.reconciliation import reconcile_once
 from deckyard.tasks.status import RESUMABLE, TaskStatus
 from deckyard.tasks.store import (
@@ -31,14 +41,23 @@ from deckyard.tasks.store import (
     task_finish,
     task_get,
     task_insert,
+    task_lease_claim,
     task_list,
     task_stage_advance,
     task_stage_lock,
     task_start,
     task_state_set,
+    tasks_lease_extend,
+    tasks_lease_release,
+    tasks_orphaned,
 )
 
 log = logging.getLogger(__name__)
+
+
+def make_owner() -> str:
+    """A task lease owner id unique to this executor: host, pid and a random part."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
 class TaskAlreadyRunning(Exception):
@@ -114,7 +133,13 @@ class TaskExecutor:
         self._driving: dict[int, asyncio.Task[None]] = {}
         self.reconcile_failures = 0
         self.reconcile_dispatched = 0
+        self.owner = make_owner()
+        self.resumed = 0
+        self.leases_lost = 0
         self._loops: list[Loop] = []
+        self._lease_loop: Loop | None = None
+        self._last_beat: float | None = None
+        self._next_scan = 0.0
 
     def register(self, kind: TaskKind) -> None:
         """Make a task kind available."""
@@ -148,9 +173,27 @@ class TaskExecutor:
         return self._loops
 
     async def start(self, *, run_loops: bool = True) -> None:
-        """Start the reconciliation loop (unless disabled or loops are off)."""
+        """Resume orphaned tasks, then start the lease and reconciliation loops.
+
+        With loops off nothing runs; with reconciliation disabled the lease loop only
+        heartbeats (it resumes nobody else's task).
+        """
         s = self.settings
-        if not run_loops or not s.reconciliation_enabled:
+        if not run_loops:
+            return
+        if s.reconciliation_enabled:
+            await self.resume_orphaned()  # the pass at start-up
+        self._lease_loop = Loop.configured(
+            "tasks.lease",
+            self._lease_tick,
+            s,
+            poll_interval=s.task_heartbeat_interval_seconds,
+            idle_ceiling=s.task_lease_seconds,
+            clock=self.clock,
+        )
+        self._lease_loop.start()
+        self._loops = [self._lease_loop]
+        if not s.reconciliation_enabled:
             return
 
         async def tick() -> Tick:
@@ -166,15 +209,92 @@ class TaskExecutor:
             clock=self.clock,
         )
         loop.start()
-        self._loops = [loop]
+        self._loops.insert(0, loop)
 
     async def stop(self) -> None:
-        """Stop the loop and stop driving tasks (their jobs go on; a later start resumes them)."""
+        """Stop the loops and stop driving tasks, handing their leases back (their jobs go on;
+        the next process to look resumes them at once)."""
         for loop in self._loops:
             await loop.stop()
+        self._loops = []
+        self._lease_loop = None
+        driven = sorted(self._driving)
         for task in list(self._driving.values()):
             task.cancel()
         await asyncio.gather(*self._driving.values(), return_exceptions=True)
+        if driven:
+            try:
+                await self.db.write(lambda conn: tasks_lease_release(conn, self.owner, driven))
+            except Exception:
+                log.exception("tasks: could not hand back leases of %s; they lapse instead", driven)
+
+    # --- leases -------------------------------------------------------------------------------
+
+    async def _lease_tick(self) -> Tick:
+        s = self.settings
+        interval = s.task_heartbeat_interval_seconds
+        mono = self.clock.monotonic()
+        due: list[float] = []
+        held = sorted(self.in_flight())
+        if not held:
+            self._last_beat = None
+        elif self._last_beat is None:
+            self._last_beat = mono  # the claim that started the drive set a fresh lease
+        elif mono - self._last_beat >= interval * 0.98:
+            await self._heartbeat(held)
+            self._last_beat = mono
+        if self._last_beat is not None:
+            due.append(interval - (mono - self._last_beat))
+        if s.reconciliation_enabled:
+            if mono >= self._next_scan:
+                await self.resume_orphaned()
+            due.append(self._next_scan - self.clock.monotonic())
+        if not due:
+            return IDLE
+        return Tick(due_in=max(min(due), 0.0))
+
+    async def _heartbeat(self, held: list[int]) -> None:
+        """Extend every lease this process holds in one UPDATE; stop drives whose lease is gone."""
+        lease = self.settings.task_lease_seconds
+        extended = await self.db.write(
+            lambda conn: tasks_lease_extend(conn, self.owner, held, self.clock.now(), lease)
+        )
+        for task_id in set(held) - extended:
+            drive = self._driving.get(task_id)
+            if drive is not None and not drive.done():
+                self.leases_lost += 1
+                log.warning("task %d: lease lost (another process drives it); stopping", task_id)
+                drive.cancel()
+
+    async def resume_orphaned(self) -> list[int]:
+        """Dispatch every task nobody drives (owner gone, lease lapsed); read only when none is.
+
+        Schedules the next look for when the earliest running lease can lapse (at most one
+        lease from now). A task another process claims first is left to it: the drive's claim
+        is a compare-and-set.
+        """
+        s = self.settings
+        now = self.clock.now()
+        async with self.db.read_connection() as conn:
+            ids, next_expiry = await tasks_orphaned(conn, now, limit=100)
+        wait = s.task_lease_seconds
+        if next_expiry is not None:
+            wait = min(wait, max((next_expiry - now).total_seconds(), 0.0) + 0.05)
+        self._next_scan = self.clock.monotonic() + wait
+        mine = self.in_flight()
+        dispatched = []
+        for task_id in ids:
+            if task_id in mine:
+                continue
+            try:
+                self.dispatch(task_id)
+            except TaskAlreadyRunning:
+                continue
+            dispatched.append(task_id)
+        if dispatched:
+            self.resumed += len(dispatched)
+            log.info("tasks: resuming %d task(s) whose driver is gone: %s", len(dispatched), ids)
+        return dispatched
 
     # --- tasks --------------------------------------------------------------------------------
 
@@ -185,9 +305,12 @@ class TaskExecutor:
         if kind not in self.kinds:
             raise KeyError(f"unknown task kind {kind!r}")
         now = self.clock.now()
+        lease = self.settings.task_lease_seconds
 
         async def create(conn: AsyncConnection) -> int:
-            task_id = await task_insert(conn, kind, params, workspace_id, now)
+            task_id = await task_insert(
+                conn, kind, params, workspace_id, now, owner=self.owner, lease=lease
+            )
             await self._event(conn, task_id, "created", {"kind": kind})
             return task_id
 
@@ -206,15 +329,15 @@ class TaskExecutor:
             except asyncio.CancelledError:
                 raise
             except Exception:
-                log.exception(
-                    "task %d: driving failed; the reconciliation loop will resume it", task_id
-                )
+                log.exception("task %d: driving failed; it resumes when its lease lapses", task_id)
             finally:
                 self.release(task_id)
                 self._driving.pop(task_id, None)
 
         task = asyncio.create_task(drive(), name=f"task:{task_id}")
         self._driving[task_id] = task
+        if self._lease_loop is not None:
+            self._lease_loop.poke()  # its heartbeat now covers this task
         return task
 
     async def get(self, task_id: int) -> dict[str, Any] | None:
@@ -265,7 +388,16 @@ class TaskExecutor:
 
         await self.db.write(finish)
 
+    async def _claim(self, task_id: int) -> bool:
+        lease = self.settings.task_lease_seconds
+        return await self.db.write(
+            lambda conn: task_lease_claim(conn, task_id, self.owner, self.clock.now(), lease)
+        )
+
     async def _drive(self, task_id: int) -> None:
+        if not await self._claim(task_id):
+            log.info("task %d: another process holds its lease; not driving it here", task_id)
+            return
         while True:
             row = await self.get(task_id)
             if row is None or row["status"] not in RESUMABLE:

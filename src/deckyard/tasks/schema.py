@@ -23,6 +23,8 @@ tasks = Table(
     Column("created_at", UTCDateTime, nullable=False),
     Column("updated_at", UTCDateTime, nullable=False),
     Column("finished_at", UTCDateTime),
+    Column("owner", String(128)),
+    Column("lease_expires_at", UTCDateTime),
     Index("ix_tasks_status", "status"),
     Index("ix_tasks_workspace_created", "workspace_id", "created_at"),
 )

@@ -27,8 +27,11 @@ async def task_insert(
     params: dict[str, Any],
     workspace_id: str | None,
     now: datetime,
+    *,
+    owner: str | None = None,
+    lease: float = 0.0,
 ) -> int:
-    """Insert a pending task at stage 0; returns its id."""
+    """Insert a pending task at stage 0 (leased to `owner` when given); returns its id."""
     result = await conn.execute(
         insert(tasks)
         .values(
@@ -40,6 +43,8 @@ async def task_insert(
             state={},
             created_at=now,
             updated_at=now,
+            owner=owner,
+            lease_expires_at=now + timedelta(seconds=lease) if owner else None,
         )
         .returning(tasks.c.id)
     )
@@ -115,9 +120,95 @@ async def task_finish(
     result = await conn.execute(
         update(tasks)
         .where(tasks.c.id == task_id, tasks.c.status.in_(RESUMABLE))
-        .values(status=status.value, finished_at=now, updated_at=now, **values)
+        .values(
+            status=status.value,
+            finished_at=now,
+            updated_at=now,
+            owner=None,
+            lease_expires_at=None,
+            **values,
+        )
     )
     return bool(result.rowcount)
+
+
+# --- leases: which process drives a task ------------------------------------------------------
+
+
+async def task_lease_claim(
+    conn: AsyncConnection, task_id: int, owner: str, now: datetime, lease: float
+) -> bool:
+    """Lease a resumable task to `owner`, by compare-and-set: only when nobody holds it, `owner`
+    already does, or the holder's lease lapsed. True when `owner` now drives it."""
+    result = await conn.execute(
+        update(tasks)
+        .where(
+            tasks.c.id == task_id,
+            tasks.c.status.in_(RESUMABLE),
+            or_(
+                tasks.c.owner.is_(None),
+                tasks.c.owner == owner,
+                tasks.c.lease_expires_at.is_(None),
+                tasks.c.lease_expires_at <= now,
+            ),
+        )
+        .values(owner=owner, lease_expires_at=now + timedelta(seconds=lease))
+    )
+    return bool(result.rowcount)
+
+
+async def tasks_lease_extend(
+    conn: AsyncConnection, owner: str, ids: Sequence[int], now: datetime, lease: float
+) -> set[int]:
+    """Extend `owner`'s unexpired leases on `ids` in one UPDATE; returns the ids extended."""
+    rows = await conn.execute(
+        update(tasks)
+        .where(
+            tasks.c.id.in_(list(ids)),
+            tasks.c.status.in_(RESUMABLE),
+            tasks.c.owner == owner,
+            tasks.c.lease_expires_at > now,
+        )
+        .values(lease_expires_at=now + timedelta(seconds=lease))
+        .returning(tasks.c.id)
+    )
+    return {int(r.id) for r in rows}
+
+
+async def tasks_lease_release(conn: AsyncConnection, owner: str, ids: Sequence[int]) -> None:
+    """Hand `owner`'s leases on `ids` back (a graceful stop), so another process resumes them."""
+    await conn.execute(
+        update(tasks)
+        .where(tasks.c.id.in_(list(ids)), tasks.c.owner == owner)
+        .values(owner=None, lease_expires_at=None)
+    )
+
+
+async def tasks_orphaned(
+    conn: AsyncConnection, now: datetime, limit: int
+) -> tuple[list[int], datetime | None]:
+    """Resumable tasks nobody drives (no owner, or the owner's lease lapsed), oldest first, and
+    the earliest lease still running (when the next one may lapse). Read only."""
+    free = or_(
+        tasks.c.owner.is_(None),
+        tasks.c.lease_expires_at.is_(None),
+        tasks.c.lease_expires_at <= now,
+    )
+    rows = await conn.execute(
+        select(tasks.c.id)
+        .where(tasks.c.status.in_(RESUMABLE), free)
+        .order_by(tasks.c.id)
+        .limit(limit)
+    )
+    ids = [int(r.id) for r in rows]
+    next_expiry = (
+        await conn.execute(
+            select(func.min(tasks.c.lease_expires_at)).where(
+                tasks.c.status.in_(RESUMABLE), tasks.c.lease_expires_at > now
+            )
+        )
+    ).scalar_one_or_none()
+    return ids, next_expiry
 
 
 async def task_event_insert(

@@ -88,3 +88,24 @@ def servers() -> Iterator[list[Server]]:
     yield started
     for s in started:
         s.stop()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _data_dir_outside_the_checkout(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Settings that name no data directory keep Lite's files in a temp dir, not in ./deckyard-data.
+
+    The session fails when a test wrote ./deckyard-data anyway (a test must not leave files).
+    """
+    stray = Path("deckyard-data")
+    existed = stray.exists()
+    previous = os.environ.get("DECKYARD_DATA_DIR")
+    os.environ["DECKYARD_DATA_DIR"] = str(tmp_path_factory.mktemp("deckyard-data"))
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop("DECKYARD_DATA_DIR", None)
+        else:
+            os.environ["DECKYARD_DATA_DIR"] = previous
+    if not existed and stray.exists():
+        pytest.fail(f"a test left {stray.resolve()} behind")

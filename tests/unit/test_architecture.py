@@ -136,7 +136,8 @@ ALLOWED: dict[str, set[str]] = {
     "config": set(),
     "clock": set(),
     "db": set(),
-    "loop": set(),
+    # A Loop waits on a `db.Subscription` (wakeups) and labels its SQL through `db.current_loop`.
+    "loop": {"db"},
     # The migrations read every package's table definitions.
     "migrations": {"db", "jobs", "tasks", "render.control", "decks", "ai", "api"},
     "jobs": {"db", "loop"},
@@ -156,13 +157,7 @@ ALLOWED: dict[str, set[str]] = {
 
 # Imports that break the rules above and are known, each with the issue that removes it; an
 # entry is (importing module, imported module), both without `deckyard.`. Keep it short.
-KNOWN_EXCEPTIONS: set[tuple[str, str]] = {
-    # Issue 11: the declared graph has `loop` on config/clock only, but a Loop waits on a
-    # `db.Subscription` and sets `db.current_loop` (the ContextVar the SQL instrumentation reads
-    # to charge statements to a loop). Either the wakeup subscription and the ContextVar move
-    # below both, or the graph declares loop -> db.
-    ("loop", "db"),
-}
+KNOWN_EXCEPTIONS: set[tuple[str, str]] = set()
 
 # Packages whose table definitions (`<pkg>.schema`) only their store modules (`<pkg>.store`,
 # `<pkg>.store_*`) and the migrations import.

@@ -1,4 +1,5 @@
-"""Drill (issue 14 item 8): SIGKILL `deckyard serve` (Lite) at each stage of a publish it drives.
+"""Drill (issue 14 item 8): SIGKILL `deckyard serve` at each stage of a publish it drives, on
+SQLite (Lite) and PostgreSQL.
 
 After every restart the task must move on within a lease or so (the dead server's task lease
 lapses and the new server resumes it), never wait for reconciliation's 1 800 s threshold
@@ -50,8 +51,10 @@ def deck() -> dict[str, object]:
     return body
 
 
-def test_sigkill_serve_at_each_stage_of_a_publish(tmp_path: Path, servers: list[Server]) -> None:
-    env = clean_env(tmp_path, **ENV)
+def test_sigkill_serve_at_each_stage_of_a_publish(
+    db_url: str, tmp_path: Path, servers: list[Server]
+) -> None:
+    env = clean_env(tmp_path, **ENV, DECKYARD_DATABASE_URL=db_url)
     token = create_token(env, tmp_path, "drill")
     headers = {"authorization": f"Bearer {token}"}
 
@@ -109,9 +112,9 @@ def test_sigkill_serve_at_each_stage_of_a_publish(tmp_path: Path, servers: list[
         return bool(task(s)["status"] == "succeeded")
 
     eventually_sync(succeeded, timeout=RESUME_BOUND * 2, every=0.2, what="publish succeeded")
-    # The screenshot stage reuses validation's renders and is over in milliseconds: it is seldom
-    # caught, so the kills land in validate, build and export (each stage resumed at most once).
-    assert {0, 2, 3} <= set(killed_at) and killed_at == sorted(set(killed_at)), killed_at
+    # Each kill lands in the first stage not killed in yet; one that ends within a poll (the
+    # screenshot stage reuses validation's renders, so it often does) is passed over.
+    assert len(killed_at) >= 3 and killed_at == sorted(set(killed_at)), killed_at
     log = events(server)
     types = [e["type"] for e in log]
     assert [e["data"]["stage"] for e in log if e["type"] == "stage_started"] == STAGES, types

@@ -12,11 +12,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from job_queue import Target, _prepare
-
-from deckyard.config import Settings
-from deckyard.db import Database
-from deckyard.jobs import EnqueueSpec, JobContext, Runtime
+from job_queue import idle_snapshot
 
 
 async def main() -> None:
@@ -26,35 +22,12 @@ async def main() -> None:
     ap.add_argument("--after", type=float, default=20.0)
     ap.add_argument("--window", type=float, default=60.0)
     args = ap.parse_args()
-    target = Target(args.dialect)
-    try:
-        await _prepare(target.url)
-        settings = Settings.load(instrument_sql=True)
-        db = Database.from_settings(settings, url=target.url)
-        rt = Runtime(db, settings=settings, migrate=False)
-
-        @rt.handler("noop", queue="idle")
-        async def noop(ctx: JobContext) -> None:
-            return None
-
-        rt.worker(["idle"])
-        async with rt:
-            await rt.enqueue_many([EnqueueSpec("noop", queue="idle")] * args.burst)
-            while sum(rt.metrics.completions.values()) < args.burst:
-                await asyncio.sleep(0.01)
-            await asyncio.sleep(args.after)
-            assert db.counter is not None
-            db.counter.reset()
-            await asyncio.sleep(args.window)
-            snap = db.counter.snapshot()
-        await db.dispose()
-        scale = 60 / args.window
-        total = {k: sum(c[k] for c in snap.values()) * scale for k in ("reads", "writes")}
-        per_loop = {n: c["reads"] + c["writes"] for n, c in snap.items()}
-        print(f"{args.dialect}: {total} per min, {args.after:g} s after a {args.burst}-job burst")
-        print(f"  by loop (statements in {args.window:g} s): {per_loop}")
-    finally:
-        target.close()
+    snap = await idle_snapshot(args.dialect, args.window, burst=args.burst, settle=args.after)
+    scale = 60 / args.window
+    total = {k: sum(c[k] for c in snap.values()) * scale for k in ("reads", "writes")}
+    per_loop = {n: c["reads"] + c["writes"] for n, c in snap.items()}
+    print(f"{args.dialect}: {total} per min, {args.after:g} s after a {args.burst}-job burst")
+    print(f"  by loop (statements in {args.window:g} s): {per_loop}")
 
 
 if __name__ == "__main__":

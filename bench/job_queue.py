@@ -162,8 +162,14 @@ async def latency_cross_process(samples: int) -> list[float]:
         target.close()
 
 
-async def idle_statements(dialect: str, seconds: float) -> dict[str, float]:
-    """Statements per minute an idle runtime with default settings and one worker sends."""
+async def idle_snapshot(
+    dialect: str, seconds: float, *, burst: int = 0, settle: float = 1.0
+) -> dict[str, dict[str, Any]]:
+    """SQL counts per loop an idle runtime (default settings, one worker) sends in `seconds`.
+
+    With `burst`, that many no-op jobs run first; counting starts `settle` seconds after the
+    last one finished (after start-up when there is no burst).
+    """
     target = Target(dialect)
     try:
         await _prepare(target.url)
@@ -177,17 +183,29 @@ async def idle_statements(dialect: str, seconds: float) -> dict[str, float]:
 
         rt.worker(["idle"])
         async with rt:
-            await asyncio.sleep(1.0)
+            if burst:
+                await rt.enqueue_many([EnqueueSpec("noop", queue="idle")] * burst)
+                while sum(rt.metrics.completions.values()) < burst:
+                    await asyncio.sleep(0.01)
+            await asyncio.sleep(settle)
             assert db.counter is not None
             db.counter.reset()
             await asyncio.sleep(seconds)
-            reads = db.counter.total("reads")
-            writes = db.counter.total("writes")
+            snap = db.counter.snapshot()
         await db.dispose()
-        scale = 60 / seconds
-        return {"reads_per_min": reads * scale, "writes_per_min": writes * scale}
+        return snap
     finally:
         target.close()
+
+
+async def idle_statements(dialect: str, seconds: float) -> dict[str, float]:
+    """Statements per minute an idle runtime with default settings and one worker sends."""
+    snap = await idle_snapshot(dialect, seconds)
+    scale = 60 / seconds
+    return {
+        f"{kind}_per_min": sum(c[kind] for c in snap.values()) * scale
+        for kind in ("reads", "writes")
+    }
 
 
 def pct(values: list[float], p: float) -> float:

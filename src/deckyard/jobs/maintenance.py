@@ -66,7 +66,17 @@ class Periodic:
         """
         if scheduled > now:
             return None
-        return self.previous_tick(now) if self.next_tick(scheduled) <= now else scheduled
+        return self.latest_tick(now) if self.next_tick(scheduled) <= now else scheduled
+
+    def latest_tick(self, at: datetime) -> datetime:
+        """The latest tick at or before `at`: `at` itself when it falls exactly on a tick.
+
+        `previous_tick` alone would name the tick before, and the loop would enqueue `at` again
+        on its next pass: two jobs for one pause.
+        """
+        previous = self.previous_tick(at)
+        following = self.next_tick(previous)
+        return following if following <= at else previous
 
     def job(self, tick: datetime) -> NewJob:
         """The job one tick enqueues; its dedupe key names the tick."""

@@ -48,3 +48,19 @@ def test_each_tick_has_its_own_dedupe_key() -> None:
 def test_an_invalid_cron_expression_is_refused() -> None:
     with pytest.raises(ValueError, match="invalid cron"):
         Periodic(name="x", cron="every tuesday", kind="k", queue="q", payload={}, max_attempts=1)
+
+
+def ticks_enqueued(p: Periodic, scheduled: datetime, now: datetime) -> list[datetime]:
+    """What the periodic loop enqueues at `now`, ticking until nothing more is due."""
+    enqueued: list[datetime] = []
+    while (tick := p.due_tick(scheduled, now)) is not None:
+        enqueued.append(tick)
+        scheduled = p.next_tick(tick)
+    return enqueued
+
+
+def test_a_pause_that_ends_exactly_on_a_tick_enqueues_that_tick_once() -> None:
+    p = every(5)
+    assert ticks_enqueued(p, T0, T0 + timedelta(minutes=20)) == [T0 + timedelta(minutes=20)]
+    assert ticks_enqueued(p, T0, T0 + timedelta(minutes=23)) == [T0 + timedelta(minutes=20)]
+    assert ticks_enqueued(p, T0, T0) == [T0]

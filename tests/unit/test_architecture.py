@@ -312,3 +312,22 @@ def test_table_definitions_are_imported_only_by_their_store() -> None:
             if not (store or known or edge.source.startswith("migrations.")):
                 offenders.append(str(edge))
     assert not offenders, "table definitions imported outside their store:\n" + "\n".join(offenders)
+
+
+# Packages that others use only through their public API: the package itself (its `__init__`)
+# and the modules listed. `jobs.status` is the lifecycle vocabulary tasks and render requests
+# share; the migrations read table definitions and are checked above instead.
+PUBLIC_API: dict[str, set[str]] = {"jobs": {"jobs", "jobs.status"}}
+
+
+def test_other_packages_use_only_a_packages_public_api() -> None:
+    offenders = []
+    for edge in _edges():
+        for pkg, public in PUBLIC_API.items():
+            inside = edge.source == pkg or edge.source.startswith(f"{pkg}.")
+            reaches = edge.target == pkg or edge.target.startswith(f"{pkg}.")
+            if not reaches or inside or edge.source.startswith("migrations."):
+                continue
+            if edge.target not in public and (edge.source, edge.target) not in KNOWN_EXCEPTIONS:
+                offenders.append(f"{edge} (use deckyard.{pkg}'s public API)")
+    assert not offenders, "imports past a package's public API:\n" + "\n".join(offenders)

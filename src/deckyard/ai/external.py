@@ -3,33 +3,20 @@
 An external queue `name` is stored as the job queue `ext.name`, which no in-process worker
 serves, and every claim is restricted to the caller's workspace. A claim answers the job and a
 fencing token made of the lease owner (unique per claim) and the attempt; heartbeat, complete
-and fail must present it, and each is the runtime's own guarded statement (`lease_extend`,
-`jobs_complete`, `job_fail`): once the lease has expired (recovered or not) the token is
-dead, the call answers 409, and nothing changes.
+and fail must present it, and each is the runtime's own guarded operation (`Runtime.fenced`):
+once the lease has expired (recovered or not) the token is dead, the call answers 409, and
+nothing changes.
 """
 
 from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
 from deckyard.ai.errors import EXTERNAL_QUEUE_PREFIX
 from deckyard.config import Settings
-from deckyard.jobs import EventType, Job, JobStatus, Runtime
-from deckyard.jobs.store import (
-    WAKE_JOBS,
-    events_append,
-    job_claim_in_workspace,
-    job_fail,
-    job_get,
-    job_next_due_in_workspace,
-    jobs_complete,
-    jobs_fail_overdue,
-    lease_extend,
-    wake_channel,
-)
+from deckyard.jobs import Job, Runtime
 
 
 def stored_queue(name: str) -> str:
@@ -132,17 +119,16 @@ class ExternalWorkers:
         rt = self.runtime
         queues = [stored_queue(queue)]
         owner = f"ext:{worker}:{secrets.token_hex(8)}"
-        sub = rt.db.bus.subscribe(WAKE_JOBS, wake_channel(queues[0]))
+        sub = rt.fenced.subscribe(queues[0])
         until = rt.clock.monotonic() + max(wait, 0.0)
         try:
             while True:
                 now = rt.clock.now()
-                async with rt.db.read_connection() as conn:
-                    due = await job_next_due_in_workspace(conn, queues, workspace_id)
+                due = await rt.fenced.next_due(queues, workspace_id)
                 if due is not None and due <= now:
-                    got = await self._claim_one(queues, workspace_id, owner)
-                    if got is not None:
-                        return got
+                    job = await rt.fenced.claim(queues, workspace_id, owner, self.lease)
+                    if job is not None:
+                        return Claimed(job, FencingToken(owner, job.attempt))
                     continue
                 left = until - rt.clock.monotonic()
                 if left <= 0:
@@ -153,27 +139,9 @@ class ExternalWorkers:
         finally:
             sub.close()
 
-    async def _claim_one(self, queues: list[str], workspace_id: str, owner: str) -> Claimed | None:
-        rt = self.runtime
-        now = rt.clock.now()
-        async with rt.db.write_transaction() as conn:
-            claimed = await job_claim_in_workspace(
-                conn, queues, workspace_id, 1, owner, now, self.lease
-            )
-            if not claimed:
-                return None
-            job = claimed[0]
-            if job.deadline_at is not None and job.deadline_at <= now:
-                await jobs_fail_overdue(conn, [job], now)
-                data = {"error_code": "DEADLINE_EXCEEDED"}
-                await events_append(rt.db, conn, [(job.id, EventType.FAILED.value, data)], now)
-                return None
-            started = {"attempt": job.attempt, "owner": owner}
-            await events_append(rt.db, conn, [(job.id, EventType.STARTED.value, started)], now)
-        return Claimed(job, FencingToken(owner, job.attempt))
-
-    async def _own(self, conn: Any, workspace_id: str, job_id: int) -> Job:
-        job = await job_get(conn, job_id)
+    async def _own(self, workspace_id: str, job_id: int) -> Job:
+        """The caller's external job (a job's workspace and queue never change)."""
+        job = await self.runtime.get(job_id)
         if (
             job is None
             or job.workspace_id != workspace_id
@@ -182,38 +150,32 @@ class ExternalWorkers:
             raise NotExternal(job_id)
         return job
 
+    async def _fresh(self, job_id: int) -> Job:
+        fresh = await self.runtime.get(job_id)
+        assert fresh is not None
+        return fresh
+
     async def heartbeat(self, workspace_id: str, job_id: int, token: FencingToken) -> Heartbeat:
         """Extend the lease; tells the worker when the job's cancel was requested."""
-        rt = self.runtime
-        now = rt.clock.now()
-        async with rt.db.write_transaction() as conn:
-            job = await self._own(conn, workspace_id, job_id)
-            beat = await lease_extend(conn, token.owner, [(job_id, token.attempt)], now, self.lease)
-        if job_id not in beat.extended:
-            raise TokenRefused(job, "the lease is no longer held by this token")
-        fresh = await rt.get(job_id)
-        assert fresh is not None
-        return Heartbeat(fresh, job_id in beat.cancel_requested)
+        await self._own(workspace_id, job_id)
+        beat = await self.runtime.fenced.extend(token.owner, job_id, token.attempt, self.lease)
+        if not beat.held:
+            raise TokenRefused(
+                await self._fresh(job_id), "the lease is no longer held by this token"
+            )
+        return Heartbeat(await self._fresh(job_id), beat.cancel_requested)
 
     async def complete(
         self, workspace_id: str, job_id: int, token: FencingToken, result: Any
     ) -> Job:
         """Record success by compare-and-set; refused (409) once the lease was lost."""
-        rt = self.runtime
-        now = rt.clock.now()
-        async with rt.db.write_transaction() as conn:
-            job = await self._own(conn, workspace_id, job_id)
-            done = await jobs_complete(conn, token.owner, [(job_id, token.attempt, result)], now)
-            status = done.get(job_id)
-            if status is None:
-                raise TokenRefused(job, "the lease expired or was taken over; result discarded")
-            data: dict[str, Any] = {"attempt": token.attempt}
-            if status != JobStatus.SUCCEEDED.value:
-                data["discarded_result"] = True
-            await events_append(rt.db, conn, [(job_id, status, data)], now)
-        fresh = await rt.get(job_id)
-        assert fresh is not None
-        return fresh
+        await self._own(workspace_id, job_id)
+        status = await self.runtime.fenced.complete(token.owner, job_id, token.attempt, result)
+        if status is None:
+            raise TokenRefused(
+                await self._fresh(job_id), "the lease expired or was taken over; result discarded"
+            )
+        return await self._fresh(job_id)
 
     async def fail(
         self,
@@ -227,30 +189,18 @@ class ExternalWorkers:
         retry_after: float | None = None,
     ) -> Job:
         """Record a failed attempt: retried by the queue's policy when `retryable`."""
-        rt = self.runtime
-        now = rt.clock.now()
-        async with rt.db.write_transaction() as conn:
-            job = await self._own(conn, workspace_id, job_id)
-            policy = rt.default_retry
-            retry_at = None
-            if retryable and policy.should_retry(code, token.attempt, job.max_attempts):
-                delay = max(policy.backoff(token.attempt), retry_after or 0.0)
-                retry_at = now + timedelta(seconds=delay)
-                if job.deadline_at is not None and retry_at >= job.deadline_at:
-                    retry_at = None
-            fenced = job if job.attempt == token.attempt else None
-            status = None
-            if fenced is not None:
-                status = await job_fail(
-                    conn, token.owner, fenced, now, code=code, message=message, retry_at=retry_at
-                )
-            if status is None:
-                raise TokenRefused(job, "the lease expired or was taken over; failure discarded")
-            data = {"attempt": token.attempt, "error_code": code, "message": message[:500]}
-            kind = EventType.RETRY_SCHEDULED.value if status == JobStatus.PENDING else status
-            await events_append(rt.db, conn, [(job_id, kind, data)], now)
-            if status == JobStatus.PENDING:
-                rt.db.notify(conn, WAKE_JOBS)
-        fresh = await rt.get(job_id)
-        assert fresh is not None
-        return fresh
+        await self._own(workspace_id, job_id)
+        status = await self.runtime.fenced.fail(
+            token.owner,
+            job_id,
+            token.attempt,
+            code=code,
+            message=message,
+            retryable=retryable,
+            retry_after=retry_after,
+        )
+        if status is None:
+            raise TokenRefused(
+                await self._fresh(job_id), "the lease expired or was taken over; failure discarded"
+            )
+        return await self._fresh(job_id)

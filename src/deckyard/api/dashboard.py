@@ -27,8 +27,7 @@ from deckyard.api.jobs import JobOut, StatusName, owned_job, runtime_of
 from deckyard.api.params import AfterId, BeforeId, RowId, bounded_id
 from deckyard.api.tasks import TaskEventOut, executor_of, owned_task, task_out
 from deckyard.db.notify import ANY_CHANNEL, Subscription
-from deckyard.jobs import Job
-from deckyard.jobs.store import WAKE_EVENTS
+from deckyard.jobs import WAKE_EVENTS, Job
 
 HERE = Path(__file__).parent
 STATIC = {"app.css": "text/css", "app.js": "text/javascript"}

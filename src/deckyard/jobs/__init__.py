@@ -6,9 +6,11 @@ from deckyard.jobs.models import Job, JobEvent
 from deckyard.jobs.policy import RecoveryPolicy, RetryPolicy
 from deckyard.jobs.runtime import EnqueueSpec, JobNotFound, JobStateError, Runtime
 from deckyard.jobs.status import EventType, JobErrorCode, JobStatus, Lifecycle
+from deckyard.jobs.store import WAKE_EVENTS
 from deckyard.jobs.worker import Worker
 
 __all__ = [
+    "WAKE_EVENTS",
     "EnqueueSpec",
     "EventType",
     "Job",

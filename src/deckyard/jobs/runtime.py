@@ -21,6 +21,7 @@ from deckyard.clock import SYSTEM_CLOCK, Clock
 from deckyard.config import Settings
 from deckyard.db import Database
 from deckyard.db.migrate import upgrade
+from deckyard.jobs.fenced import FencedLeases
 from deckyard.jobs.maintenance import Maintenance, Periodic
 from deckyard.jobs.metrics import RuntimeMetrics
 from deckyard.jobs.models import Job, JobEvent
@@ -130,6 +131,8 @@ class Runtime:
             self.db, s, clock, self.metrics, self.recovery_policy, self.periodics
         )
         self.waiters = TerminalWaiters(self.db, s.job_idle_poll_ceiling_seconds)
+        self.fenced = FencedLeases(self.db, clock, self.default_retry)
+        """Leases held by workers outside this process (the external-worker protocol)."""
         self.started = False
 
     # --- registration -------------------------------------------------------------------------

@@ -76,6 +76,7 @@ class Coordinator:
         )
         self.epoch_reconciled = 0
         self.recovered = 0
+        self.name_clashes = 0
         s = settings
         self.probe_loop = Loop.configured(
             "render.probe",
@@ -165,6 +166,7 @@ class Coordinator:
             return
         past = self._epochs_seen.setdefault(seen.name, set())
         if before is not None and before.epoch not in (None, seen.epoch) and seen.epoch in past:
+            self.name_clashes += 1
             log.error(
                 "renderer name %r is used by two renderers (epochs %s and %s alternate); "
                 "every renderer needs a name of its own",

@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
+from deckyard.render.control.store import request_counts
 from tests.helpers.api import make_token, running_app
 from tests.helpers.decks import MANIFEST, counts, make_zip
 from tests.helpers.eventually import eventually
@@ -167,6 +168,10 @@ async def test_item15_validate_stores_no_artefact(db_url: str, tmp_path: Path) -
         assert zipped.status_code == 200 and zipped.json()["valid"] is True, zipped.text
         assert await store.keys() == []
         assert await counts(app) == (0, 0, 0, 0)
+        # nor a row: not the screenshot jobs, their events, render requests or attempts
+        assert await app.state.runtime.list() == []
+        async with app.state.db.read_connection() as conn:
+            assert await request_counts(conn) == []
 
 
 @pytest.mark.postgres

@@ -45,6 +45,7 @@ from deckyard.jobs.store_admin import (
     jobs_cancel,
     jobs_count,
     jobs_depth,
+    jobs_prune,
 )
 from deckyard.jobs.waiters import TerminalWaiters
 from deckyard.jobs.worker import Handler, HandlerFn, Worker
@@ -423,6 +424,13 @@ class Runtime:
         job = await self.get(job_id)
         assert job is not None
         return job
+
+    async def delete_finished(self, job_ids: Sequence[int]) -> int:
+        """Delete these jobs and their events now, those that finished; returns how many.
+
+        For jobs whose record nobody keeps (a validation's renders); others wait for pruning.
+        """
+        return await self.db.write(lambda conn: jobs_prune(conn, job_ids))
 
     async def emit(self, job_id: int, event_type: str, data: Any = None) -> None:
         """Append an event to a job's log."""

@@ -69,7 +69,9 @@ class RenderGateway:
         """Render `spec` as a child screenshot job and wait at most `timeout` seconds.
 
         The job is never shared (no dedupe), so cancelling it when the wait runs out, or
-        deleting its artefact when `keep_artifact` is false, affects nobody else.
+        deleting it with its artefact and render requests once it ended when `keep_artifact`
+        is false, affects nobody else. (A job cancelled because the wait ran out may still be
+        ending; its rows are left to pruning.)
         """
         if not await self.renderer_live():
             return RenderOutcome(
@@ -92,9 +94,9 @@ class RenderGateway:
                 RenderErrorCode.DEADLINE_EXCEEDED.value,
                 f"the renderer did not answer within {timeout:g} s",
             )
+        if not keep_artifact:
+            await self.render.discard(done.id)
         if done.status == JobStatus.SUCCEEDED:
-            if not keep_artifact:
-                await self.render.discard_artifact(done.id)
             return RenderOutcome(done)
         code = done.error_code or RenderErrorCode.RESULT_LOST.value
         return RenderOutcome(done, code, done.error_message)

@@ -27,6 +27,7 @@ from deckyard.render.control.store import (
     renderer_list,
     request_get,
     request_latest_of_job,
+    requests_delete_of_job,
 )
 from deckyard.render.control.store_attempts import attempts_of_request
 from deckyard.render.control.supervisor import Supervisor
@@ -170,15 +171,21 @@ class RenderService:
             return None
         return data, str(job.result.get("content_type") or "application/octet-stream")
 
-    async def discard_artifact(self, job_id: int) -> bool:
-        """Delete the artefact a finished job's result points at; False when there was none.
+    async def discard(self, job_id: int) -> None:
+        """Forget a finished screenshot job: its artefact, its render requests, then the job.
 
         For renders whose bytes nobody keeps (`POST /v1/validate` only wants the diagnostics).
-        Keys are unique per download, so no other job's artefact can be removed with it.
+        Keys are unique per download and such a job's requests are its own (no dedupe), so
+        nothing another job uses goes with it. Rows of a job still active are left alone.
         """
         job = await self.runtime.get(job_id)
-        key = job.result.get("artifact_key") if job and isinstance(job.result, dict) else None
-        return isinstance(key, str) and await self.store.delete(key)
+        if job is None or not job.is_terminal:
+            return
+        key = job.result.get("artifact_key") if isinstance(job.result, dict) else None
+        if isinstance(key, str):
+            await self.store.delete(key)
+        await self.db.write(lambda conn: requests_delete_of_job(conn, job_id))
+        await self.runtime.delete_finished([job_id])
 
     async def renderers(self) -> list[dict[str, Any]]:
         """Every known renderer: url, epoch, slots, occupancy and state."""

@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, insert, select, text, update
+from sqlalchemy import delete, func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from deckyard.db import Database
-from deckyard.jobs.status import ACTIVE, ACTIVE_PREDICATE
+from deckyard.jobs.status import ACTIVE, ACTIVE_PREDICATE, TERMINAL
 from deckyard.render.control.models import RenderAttempt, Renderer, RenderRequest
 from deckyard.render.control.schema import render_attempts, render_requests, render_workers
 from deckyard.render.control.status import (
@@ -131,6 +131,24 @@ async def request_latest_of_job(conn: AsyncConnection, job_id: int) -> RenderReq
         await conn.execute(select(func.max(R.c.id)).where(R.c.parent_job_id == job_id))
     ).scalar_one_or_none()
     return None if request_id is None else await request_get(conn, request_id)
+
+
+async def requests_delete_of_job(conn: AsyncConnection, job_id: int) -> int:
+    """Delete a job's finished requests and their attempts; returns how many requests.
+
+    For renders nobody keeps (`POST /v1/validate`): a request still active is left alone.
+    """
+    ids = [
+        r.id
+        for r in await conn.execute(
+            select(R.c.id).where(R.c.parent_job_id == job_id, R.c.status.in_(TERMINAL))
+        )
+    ]
+    if not ids:
+        return 0
+    await conn.execute(delete(render_attempts).where(render_attempts.c.request_id.in_(ids)))
+    result = await conn.execute(delete(R).where(R.c.id.in_(ids)))
+    return int(result.rowcount)
 
 
 async def request_counts(conn: AsyncConnection) -> list[tuple[str, str, int]]:

@@ -45,6 +45,30 @@ class Snapshot:
     extra: list[ExtraCollect] = field(default_factory=list)
 
 
+def worker_slots(runtime: Runtime) -> Iterator[Metric]:
+    """Each worker's slots, the jobs holding one, and the jobs waiting without one."""
+    labels = ["worker"]
+    slots = GaugeMetricFamily("deckyard_job_worker_slots", "Worker slots.", labels=labels)
+    occupied = GaugeMetricFamily(
+        "deckyard_job_worker_occupied", "Running jobs holding a worker slot.", labels=labels
+    )
+    suspended = GaugeMetricFamily(
+        "deckyard_job_worker_suspended",
+        "Running jobs waiting for children without a slot (their leases still held).",
+        labels=labels,
+    )
+    suspensions = CounterMetricFamily(
+        "deckyard_job_worker_suspensions", "Waits that gave their slot back.", labels=labels
+    )
+    for w in runtime.workers:
+        name = [",".join(w.queues)]
+        slots.add_metric(name, w.concurrency)
+        occupied.add_metric(name, w.occupied)
+        suspended.add_metric(name, len(w.suspended))
+        suspensions.add_metric(name, w.stats.suspensions)
+    yield from (slots, occupied, suspended, suspensions)
+
+
 class SnapshotCollector(Collector):
     """Turns a `Snapshot` into metric families."""
 
@@ -88,6 +112,7 @@ class SnapshotCollector(Collector):
         )
         lat.add_metric([], buckets, sum_value=h.total)
         yield lat
+        yield from worker_slots(snap.runtime)
         ticks = SummaryMetricFamily(
             "deckyard_loop_tick_seconds", "Loop tick durations (recent window).", labels=["loop"]
         )

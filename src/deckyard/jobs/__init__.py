@@ -1,6 +1,6 @@
 """The durable job runtime: one `jobs` table for every queue, usable on its own as a library."""
 
-from deckyard.jobs.context import JobContext, JobError
+from deckyard.jobs.context import JobContext, JobError, current_job, slot_released
 from deckyard.jobs.maintenance import Periodic, recover_expired
 from deckyard.jobs.models import Job, JobEvent
 from deckyard.jobs.policy import RecoveryPolicy, RetryPolicy
@@ -27,5 +27,7 @@ __all__ = [
     "RetryPolicy",
     "Runtime",
     "Worker",
+    "current_job",
     "recover_expired",
+    "slot_released",
 ]

@@ -1,12 +1,15 @@
-"""What a handler receives: the job, its cancel signal, its deadline, and `emit`."""
+"""What a handler receives: the job, its cancel signal, its deadline, `emit`, and slot lending."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -16,6 +19,14 @@ from deckyard.jobs.models import Job
 OnSuccess = Callable[[AsyncConnection], Awaitable[Any]]
 Emit = Callable[[int, str, Any], Awaitable[None]]
 """`emit(job_id, event_type, data)`: append an event to a job's log (`Runtime.emit`)."""
+T = TypeVar("T")
+
+
+class SlotLender(Protocol):
+    """What lends a job's worker slot out while it waits (a worker's `Slots`)."""
+
+    def released(self, job_id: int) -> AbstractAsyncContextManager[bool]:
+        """Hold no slot for `job_id` inside the block; yields whether it was given back."""
 
 
 @dataclass
@@ -27,6 +38,7 @@ class JobContext:
     emitter: Emit
     cancelled: asyncio.Event = field(default_factory=asyncio.Event)
     on_success_hooks: list[OnSuccess] = field(default_factory=list)
+    slots: SlotLender | None = None
 
     @property
     def id(self) -> int:
@@ -67,6 +79,44 @@ class JobContext:
         returned (that is what gets stored); a `JobError` it raises fails the job with its code.
         """
         self.on_success_hooks.append(fn)
+
+    def slot_released(self) -> AbstractAsyncContextManager[bool]:
+        """Give this job's worker slot back while the block awaits; take one back after it.
+
+        For a wait that does no work (children, a render request): the worker runs other jobs
+        in the slot meanwhile, so parents cannot starve their own children. The lease is
+        still held and heartbeated, and a cancel or deadline ends the wait as before. Leaving
+        the block normally (or by an exception other than `CancelledError`) waits for a free
+        slot before the handler continues. Yields False, and keeps the slot, when the worker
+        already has `job_max_suspended` jobs waiting without one, or outside a worker.
+        """
+        if self.slots is None:
+            return contextlib.nullcontext(False)
+        return self.slots.released(self.job.id)
+
+    async def wait_released(self, awaitable: Awaitable[T]) -> T:
+        """`await awaitable` inside `slot_released()`."""
+        async with self.slot_released():
+            return await awaitable
+
+
+_CURRENT: ContextVar[JobContext | None] = ContextVar("deckyard_job", default=None)
+
+
+def current_job() -> JobContext | None:
+    """The context of the job whose handler runs this code (in its task or tasks it made)."""
+    return _CURRENT.get()
+
+
+def set_current_job(ctx: JobContext) -> None:
+    """Make `ctx` the current job of the running task (the worker does, as a handler starts)."""
+    _CURRENT.set(ctx)
+
+
+def slot_released() -> AbstractAsyncContextManager[bool]:
+    """`current_job().slot_released()`, or a no-op outside a job handler (an API request)."""
+    ctx = current_job()
+    return contextlib.nullcontext(False) if ctx is None else ctx.slot_released()
 
 
 class JobError(Exception):

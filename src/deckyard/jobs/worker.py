@@ -9,6 +9,10 @@ slots; they wait in a local buffer (their leases heartbeated with the running on
 slot starts the next one at once, without a round trip. On stop the buffer is handed back with
 the attempt the claim counted (`jobs_unclaim`); after a crash, recovery takes them like any
 expired lease.
+
+Slots: a handler that waits for children gives its slot back for the wait
+(`JobContext.slot_released`, kept in `slots.py`); the worker claims into the freed slot, and the
+waiter takes a slot back, before any claimed job starts, once its wait is over.
 """
 
 from __future__ import annotations
@@ -29,10 +33,11 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from deckyard.clock import Clock
 from deckyard.config import Settings
 from deckyard.db import Database
-from deckyard.jobs.context import JobContext, JobError, OnSuccess
+from deckyard.jobs.context import JobContext, JobError, OnSuccess, set_current_job
 from deckyard.jobs.metrics import RuntimeMetrics
 from deckyard.jobs.models import Job
 from deckyard.jobs.policy import RetryPolicy
+from deckyard.jobs.slots import Slots, SlotStats
 from deckyard.jobs.status import EventType, JobErrorCode, JobStatus
 from deckyard.jobs.store import (
     WAKE_CANCEL,
@@ -114,7 +119,7 @@ def make_owner() -> str:
 
 
 class Worker:
-    """Runs jobs from `queues` with at most `concurrency` at once."""
+    """Runs jobs from `queues` with at most `concurrency` of them holding a slot at once."""
 
     def __init__(self, runtime: WorkerHost, queues: Sequence[str], concurrency: int) -> None:
         self.runtime = runtime
@@ -122,12 +127,16 @@ class Worker:
         self.concurrency = concurrency
         self.owner = make_owner()
         self.running: dict[int, Running] = {}
+        """Every job this worker runs and heartbeats, suspended ones included."""
+        self.slots = Slots(
+            concurrency,
+            runtime.settings.job_max_suspended,
+            lambda: len(self.running),
+            self._slot_freed,
+        )
         self.buffer: deque[Job] = deque()
         """Claimed jobs waiting for a slot (prefetch)."""
         self._avg_run = 0.0
-        """Moving average of this worker's handler run times, seconds: gates prefetch."""
-        self._reserved = 0
-        """Slots promised to enqueues in flight in this process (`take_enqueued`)."""
         """Moving average of this worker's handler run times, seconds: gates prefetch."""
         self._outcomes: list[Outcome] = []
         self._stopping = False
@@ -207,19 +216,38 @@ class Worker:
         running.ctx.cancelled.set()
         running.task.cancel()
 
+    @property
+    def occupied(self) -> int:
+        """Running jobs that hold a slot (at most `concurrency`)."""
+        return self.slots.occupied
+
+    @property
+    def suspended(self) -> set[int]:
+        """Running jobs waiting without a slot."""
+        return self.slots.suspended
+
+    @property
+    def stats(self) -> SlotStats:
+        """This worker's slot figures."""
+        return self.slots.stats
+
+    def _slot_freed(self) -> None:
+        self._fill_slots()
+        self.claim_loop.poke()
+
     def has_free_slot(self) -> bool:
         """True when a job handed over now would start at once (nothing claimed waits)."""
         return (
             self.claim_loop.alive
             and not self._stopping
             and not self.buffer
-            and len(self.running) + self._reserved < self.concurrency
+            and self.slots.free() > 0
         )
 
     async def take_enqueued(self, new: NewJob, now: datetime) -> Job:
         """Insert `new` claimed by this worker and start it: the in-process hand-off."""
         rt = self.runtime
-        self._reserved += 1
+        self.slots.reserved += 1
         try:
             job = await rt.db.write(
                 lambda conn: job_enqueue_claimed(
@@ -227,7 +255,7 @@ class Worker:
                 )
             )
         finally:
-            self._reserved -= 1
+            self.slots.reserved -= 1
         rt.metrics.claims += 1
         rt.metrics.claim_latency.observe(0.0)
         if self._stopping:
@@ -246,7 +274,8 @@ class Worker:
         return s.job_prefetch if self._avg_run <= s.job_prefetch_max_job_seconds else 0
 
     def _fill_slots(self) -> None:
-        while self.buffer and len(self.running) < self.concurrency and not self._stopping:
+        self.slots.grant()
+        while self.buffer and self.slots.free() > 0 and not self._stopping:
             self._start(self.buffer.popleft())
 
     # --- claim --------------------------------------------------------------------------------
@@ -258,9 +287,10 @@ class Worker:
         free = (
             self.concurrency
             + self._prefetch()
-            - len(self.running)
+            - self.slots.occupied
+            - self.slots.resuming
             - len(self.buffer)
-            - self._reserved
+            - self.slots.reserved
         )
         can_claim = not self._stopping and free > 0
         idle = IDLE
@@ -318,9 +348,12 @@ class Worker:
         return ACTIVE if claimed else idle
 
     def _start(self, job: Job) -> None:
-        ctx = JobContext(job=job, clock=self.runtime.clock, emitter=self.runtime.emit)
+        ctx = JobContext(
+            job=job, clock=self.runtime.clock, emitter=self.runtime.emit, slots=self.slots
+        )
         running = Running(job=job, ctx=ctx)
         self.running[job.id] = running
+        self.slots.started()
         running.task = asyncio.create_task(self._execute(running), name=f"job:{job.id}")
 
     def _queue_outcome(self, outcome: Outcome) -> None:
@@ -333,6 +366,7 @@ class Worker:
         job, ctx = running.job, running.ctx
         outcome: Outcome | None = None
         began = self.runtime.clock.monotonic()
+        set_current_job(ctx)
         try:
             outcome = await self._call_handler(job, ctx)
         except asyncio.CancelledError:
@@ -350,6 +384,7 @@ class Worker:
                 outcome = Outcome(job, "release")
         finally:
             self.running.pop(job.id, None)
+            self.slots.ended(job.id)
             took = self.runtime.clock.monotonic() - began
             self._avg_run += (took - self._avg_run) * 0.2
             if outcome is not None:

@@ -16,7 +16,7 @@ from deckyard.decks.validation.rules import (
     render_outcome_from_diagnostics,
     render_outcome_from_error,
 )
-from deckyard.jobs import Job, JobStatus, Runtime
+from deckyard.jobs import Job, JobStatus, Runtime, slot_released
 from deckyard.render.control.service import RenderQueueFull, RenderService
 from deckyard.render.control.spec import ScreenshotSpec
 from deckyard.render.control.status import RendererState
@@ -72,6 +72,8 @@ class RenderGateway:
         deleting it with its artefact and render requests once it ended when `keep_artifact`
         is false, affects nobody else. (A job cancelled because the wait ran out may still be
         ending; its rows are left to pruning.)
+        Inside a job handler the wait gives the handler's worker slot back (`slot_released`),
+        so deck jobs waiting for their screenshots never keep those screenshots from running.
         """
         if not await self.renderer_live():
             return RenderOutcome(
@@ -86,7 +88,9 @@ class RenderGateway:
         except RenderQueueFull as exc:
             return RenderOutcome(None, exc.code.value, str(exc))
         try:
-            done = await self.runtime.wait(job.id, timeout=timeout)
+            # Called from a job handler (a deck job, an AI job), the wait holds no worker slot.
+            async with slot_released():
+                done = await self.runtime.wait(job.id, timeout=timeout)
         except TimeoutError:
             await asyncio.shield(self.runtime.cancel(job.id))
             return RenderOutcome(

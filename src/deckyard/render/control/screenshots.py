@@ -1,6 +1,8 @@
 """Screenshot jobs: the handler that opens or joins a render request and waits for it to end.
 
-The wait (`wait_for_terminal`) is woken by the request's state change, never by a fast poll.
+The wait (`wait_for_terminal`) is woken by the request's state change, never by a fast poll, and
+holds no worker slot (`JobContext.slot_released`): the render worker runs other screenshot jobs
+while this one's request is queued or rendering.
 
 Cancellation reaches the request three ways, so a cancelled job never leaves a live render:
 
@@ -134,9 +136,10 @@ class ScreenshotHandler:
         request = await self.open_request(ctx, spec)
         await ctx.emit("render_request", {"request_id": request.id})
         try:
-            done = await wait_for_terminal(
-                self.db, request.id, None, self.settings.render_idle_poll_ceiling_seconds
-            )
+            async with ctx.slot_released():
+                done = await wait_for_terminal(
+                    self.db, request.id, None, self.settings.render_idle_poll_ceiling_seconds
+                )
         except asyncio.CancelledError:
             await asyncio.shield(self._observe_quietly(ctx.id))
             raise

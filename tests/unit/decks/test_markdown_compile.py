@@ -182,3 +182,51 @@ def test_a_partial_slide_table_keeps_the_aspect_ratio_and_says_so(
     deck = make_deck({"a.md": "# A"}, slide=slide)
     assert (deck.width, deck.height) == size
     assert "keeps the default 16:9 aspect ratio" in deck.warnings[0].message
+
+
+def test_a_compile_problem_of_a_slide_names_its_line_in_the_markdown_file(
+    tmp_path: Path, limits: DeckLimits
+) -> None:
+    text = "---\nmarp: true\n---\n\n# One\n\n---\n\n# Two\n\ntext\n\n![x](assets/missing.png)\n"
+    (tmp_path / "talk.md").write_text(text)
+    deck = load_deck_folder(tmp_path / "talk.md", limits)
+    [problem] = compile_deck_report(deck, limits).problems
+    assert (problem.page, problem.line) == ("slide-02", 6)
+    assert problem.describe().startswith("slide-02:6: talk.md:13: ")
+    assert text.split("\n")[12] == "![x](assets/missing.png)"
+
+
+def test_emoji_shortcodes_render_and_unknown_ones_are_warned(
+    tmp_path: Path, limits: DeckLimits
+) -> None:
+    (tmp_path / "talk.md").write_text("# Hi :+1:\n\n:tada: `:smile:` at 10:30:00 :no_such_one:\n")
+    deck = load_deck_folder(tmp_path / "talk.md", limits)
+    [page] = compile_deck(deck, limits)
+    assert "Hi 👍" in page.document and "🎉" in page.document
+    assert "<code>:smile:</code>" in page.document and "10:30:00" in page.document
+    assert [w.describe() for w in deck.warnings] == [
+        "talk.md:3 (slide 1): the emoji shortcode :no_such_one: is not known; it shows as text"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("front", "note"),
+    [
+        (
+            "marp: true\ntheme: default",
+            "Marp's theme 'default' is shown with Deckyard's built-in 'default'",
+        ),
+        (
+            "marp: true\ntheme: uncover",
+            "theme 'uncover' is shown with Deckyard's built-in 'default'",
+        ),
+        ("marp: true\ntheme: gaia", "theme 'gaia' is shown with Deckyard's built-in 'default'"),
+    ],
+)
+def test_marp_theme_names_map_to_a_builtin_with_a_note(
+    tmp_path: Path, limits: DeckLimits, front: str, note: str
+) -> None:
+    (tmp_path / "talk.md").write_text(f"---\n{front}\n---\n\n# A\n")
+    deck = load_deck_folder(tmp_path / "talk.md", limits)
+    assert deck.theme_css == '@import "default";\n'
+    assert [w.describe() for w in deck.warnings] == [f"talk.md:1: {note} theme"]

@@ -30,6 +30,7 @@ from deckyard.decks.compile.slide_markdown import render_slide
 from deckyard.decks.errors import CompileErrorCode, CompileProblem
 from deckyard.decks.source.deck_source import PageKind, PageSource
 from deckyard.decks.source.limits import DeckLimits
+from deckyard.decks.source.markdown_directives import split_comments
 
 FORMATTER = HTMLFormatter(
     entity_substitution=EntitySubstitution.substitute_xml, void_element_close_prefix=""
@@ -119,7 +120,9 @@ class _PageCompiler:
         self.resolver = resolver
         self.problems: list[CompileProblem] = []
         self.css: list[str] = []
+        self.origin: tuple[str, int] | None = None
         if page.kind is PageKind.MARKDOWN:
+            self.origin = split_comments(page.text).source()
             self.source = render_slide(
                 page.text, allow_html=limits.markdown_html, extensions=limits.markdown_extensions
             )
@@ -130,7 +133,10 @@ class _PageCompiler:
     def problem(
         self, code: CompileErrorCode, message: str, line: int, reference: str | None = None
     ) -> None:
-        """Record a problem of this page."""
+        """Record a problem of this page; a slide of a one-file deck names its line there too."""
+        if self.origin is not None:
+            file, first = self.origin
+            message = f"{file}:{first + max(line, 1) - 1}: {message}"
         self.problems.append(CompileProblem(code, message, self.page.name, reference, line))
 
     def stylesheet(

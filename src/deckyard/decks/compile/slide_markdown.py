@@ -18,8 +18,10 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
+import emoji
 import latex2mathml.converter
 from markdown_it import MarkdownIt
+from markdown_it.rules_core import StateCore
 from markdown_it.token import Token
 from mdit_py_plugins.container import container_plugin
 from mdit_py_plugins.dollarmath import dollarmath_plugin
@@ -83,11 +85,24 @@ def _container_render(self: Any, tokens: list[Token], idx: int, _options: Any, _
     return f'<div class="{html.escape(" ".join(words))}">\n'
 
 
+def _emoji_rule(state: StateCore) -> None:
+    """GitHub/Slack shortcodes (`:+1:`, `:tada:`) in text become emoji, as in Marp and Slidev.
+
+    Only text tokens change, so code spans and fences keep their colons; a shortcode the
+    `emoji` package does not know stays as written (the source scan warns about it).
+    """
+    for token in state.tokens:
+        for child in token.children or []:
+            if child.type == "text" and ":" in child.content:
+                child.content = emoji.emojize(child.content, language="alias")
+
+
 @lru_cache(maxsize=8)
 def _parser(allow_html: bool, extensions: tuple[str, ...]) -> MarkdownIt:
     md = MarkdownIt("commonmark", {"html": allow_html, "highlight": _highlight})
     md.enable(["table", "strikethrough", *extensions])
     md.use(footnote_plugin)
+    md.core.ruler.push("dy_emoji", _emoji_rule)
     md.use(dollarmath_plugin, renderer=_math, double_inline=True, allow_labels=False)
     md.use(
         container_plugin,

@@ -51,11 +51,7 @@ def field_path(loc: tuple[int | str, ...], prefix: str = "") -> str:
     return out
 
 
-def raise_validation_error(
-    exc: ValidationError, *, file: str | None = None, prefix: str = ""
-) -> NoReturn:
-    """Turn pydantic's first error into a `DeckSourceError` naming the field."""
-    err = exc.errors()[0]
+def _field_problem(err: Any, file: str | None, prefix: str) -> DeckSourceError:
     field = field_path(tuple(err["loc"]), prefix)
     code = _PYDANTIC_CODES.get(err["type"], Code.FIELD_INVALID)
     where = f"{file}: " if file else ""
@@ -65,7 +61,15 @@ def raise_validation_error(
         message = f"{where}field {field!r} is required"
     else:
         message = f"{where}field {field!r}: {err['msg']}"
-    raise DeckSourceError(code, message, file=file, field=field) from None
+    return DeckSourceError(code, message, file=file, field=field)
+
+
+def raise_validation_error(
+    exc: ValidationError, *, file: str | None = None, prefix: str = ""
+) -> NoReturn:
+    """Turn pydantic's errors into one `DeckSourceError` naming each field (the rest in `also`)."""
+    problems = [_field_problem(err, file, prefix) for err in exc.errors()]
+    raise DeckSourceError.of_all(problems) from None
 
 
 def decode_text(data: bytes, file: str) -> str:
@@ -118,6 +122,23 @@ def manifest_from_toml(data: bytes) -> DeckManifest:
             Code.MANIFEST_SYNTAX, f"{MANIFEST_FILE} is nested too deeply", file=MANIFEST_FILE
         ) from None
     return parse_manifest(raw, file=MANIFEST_FILE, prefix="")
+
+
+def checked_manifest(data: bytes, files: Mapping[str, bytes], limits: DeckLimits) -> DeckManifest:
+    """The manifest in `deck.toml`'s bytes `data`, for a deck of `files`.
+
+    When the manifest is refused, the pages are still checked against a default manifest, so
+    one run reports the manifest's problems and the pages' together.
+    """
+    try:
+        return manifest_from_toml(data)
+    except DeckSourceError as exc:
+        problems = exc.every()
+        try:
+            assemble_deck(DeckManifest(title=MANIFEST_FILE), files, limits)
+        except DeckSourceError as more:
+            problems += more.every()
+        raise DeckSourceError.of_all(problems) from None
 
 
 def missing_manifest(where: str) -> DeckSourceError:

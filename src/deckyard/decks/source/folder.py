@@ -17,8 +17,8 @@ from deckyard.decks.source.assemble import (
     PAGES_DIR,
     assemble_deck,
     check_file_totals,
+    checked_manifest,
     decode_text,
-    manifest_from_toml,
     missing_manifest,
     safe_relative,
 )
@@ -84,8 +84,11 @@ def _other_files(folder: Path, limits: ZipLimits) -> frozenset[str]:
     return frozenset(found)
 
 
-def load_markdown_file(path: Path, limits: DeckLimits) -> DeckSource:
-    """Load the one-file Markdown deck at `path`, with the `assets/` folder beside it."""
+def load_markdown_file(path: Path, limits: DeckLimits, *, sourced: bool = True) -> DeckSource:
+    """Load the one-file Markdown deck at `path`, with the `assets/` folder beside it.
+
+    `sourced` as in `deck_from_markdown`.
+    """
     name = path.name
     text = decode_text(_read_folder_file(path, name, limits.zip), name)
     folder = path.parent
@@ -93,7 +96,7 @@ def load_markdown_file(path: Path, limits: DeckLimits) -> DeckSource:
     for theme in markdown_theme_files(text):
         if theme not in files and (folder / theme).is_file():
             files[theme] = _read_folder_file(folder / theme, theme, limits.zip)
-    deck = deck_from_markdown(text, name, files, limits)
+    deck = deck_from_markdown(text, name, files, limits, sourced=sourced)
     return deck.model_copy(update={"other_files": _other_files(folder, limits.zip)})
 
 
@@ -130,8 +133,9 @@ def load_deck_folder(folder: Path, limits: DeckLimits) -> DeckSource:
                 "Markdown as a one-file deck (deckyard render talk.md, see docs/coming-from.md)"
             )
         raise missing_manifest(f"in {folder}{hint}")
-    manifest = manifest_from_toml(_read_folder_file(manifest_path, MANIFEST_FILE, limits.zip))
+    data = _read_folder_file(manifest_path, MANIFEST_FILE, limits.zip)
     files = _read_tops(folder, (PAGES_DIR, ASSETS_DIR), limits.zip)
+    manifest = checked_manifest(data, files, limits)
     if manifest.theme is not None:
         theme = safe_relative(manifest.theme, file=MANIFEST_FILE, field="theme")
         if not (folder / theme).resolve().is_relative_to(folder.resolve()):

@@ -133,7 +133,7 @@ def import_markdown_deck(
 
     With `fetch`, remote images (not hyperlinks) are downloaded into `assets/remote/<host>/`.
     """
-    deck = load_markdown_file(source, limits)
+    deck = load_markdown_file(source, limits, sourced=False)
     report = ImportReport(not_carried=[w.describe() for w in deck.warnings])
     dest.mkdir(parents=True, exist_ok=True)
     (dest / "pages").mkdir(exist_ok=True)

@@ -24,6 +24,7 @@ from mdit_py_plugins.front_matter import front_matter_plugin
 
 from deckyard.decks.source.markdown_directives import (
     LOCAL_DIRECTIVES,
+    SOURCE_DIRECTIVE,
     attribute_directives,
     loose_yaml,
     split_comments,
@@ -64,11 +65,17 @@ class ParsedSlide:
     directives: dict[str, Any]
     notes: list[str]
 
-    def page_text(self) -> str:
-        """The slide as a self-contained Markdown page: its text, then its directives."""
-        if not self.directives:
-            return self.text
+    def page_text(self, file: str | None = None) -> str:
+        """The slide as a self-contained Markdown page: its text, then its directives.
+
+        With `file`, the directives also say where the slide starts (`talk.md:42`), so the
+        compiler can name that line; an imported page, edited on its own later, goes without.
+        """
         spot = {f"_{k}": v for k, v in self.directives.items() if v is not None}
+        if file is not None:
+            spot[f"_{SOURCE_DIRECTIVE}"] = f"{file}:{self.first_line}"
+        if not spot:
+            return self.text
         encoded = json.dumps(spot, ensure_ascii=False).replace("-->", "--\\u003e")
         return f"{self.text.rstrip()}\n\n<!-- {encoded} -->\n"
 

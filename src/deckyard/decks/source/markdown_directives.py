@@ -52,6 +52,9 @@ GLOBAL_DIRECTIVES = frozenset(
         "lang",
     }
 )
+SOURCE_DIRECTIVE = "dySource"
+"""Where a slide of a one-file deck starts (`talk.md:42`), written into its page by Deckyard so
+a compile problem of the page can name the line of the file the author wrote."""
 _COMMENT = re.compile(r"^\s*<!--(?P<body>.*?)-->\s*$", re.DOTALL)
 _SLIDE_ATTRS = re.compile(r"^\s*\.slide:\s*(?P<attrs>.*)$", re.DOTALL)
 _ELEMENT_ATTRS = re.compile(r"^\s*\.element:", re.DOTALL)
@@ -82,6 +85,12 @@ class SlideComments:
     def effective(self) -> dict[str, Any]:
         """This slide's own directives: inherited ones overridden by `_`-prefixed ones."""
         return {**self.local, **self.spot}
+
+    def source(self) -> tuple[str, int] | None:
+        """(file, first line) of the one-file deck this slide came from, when it says."""
+        value = self.spot.get(SOURCE_DIRECTIVE)
+        file, _, line = str(value or "").rpartition(":")
+        return (file, int(line)) if file and line.isdigit() else None
 
 
 @lru_cache(maxsize=1)
@@ -117,7 +126,7 @@ def directive_mapping(body: str) -> dict[str, Any] | None:
         return None
     if not isinstance(loaded, dict) or not loaded:
         return None
-    known = LOCAL_DIRECTIVES | GLOBAL_DIRECTIVES
+    known = LOCAL_DIRECTIVES | GLOBAL_DIRECTIVES | {SOURCE_DIRECTIVE}
     for key in loaded:
         if not isinstance(key, str) or key.removeprefix("_") not in known:
             return None

@@ -28,11 +28,17 @@ from deckyard.decks.source.deck_source import (
     SourceWarning,
 )
 from deckyard.decks.source.limits import DeckLimits
-from deckyard.decks.source.markdown_deck import MarkdownDeck, MarkdownDeckError, parse_markdown_deck
+from deckyard.decks.source.markdown_deck import (
+    Convention,
+    MarkdownDeck,
+    MarkdownDeckError,
+    parse_markdown_deck,
+)
 from deckyard.decks.source.theme_names import builtin_name
 
 MARKDOWN_SUFFIXES = (".md", ".markdown")
 _HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
+_TOOLS = {Convention.MARP: "Marp", Convention.SLIDEV: "Slidev", Convention.REVEAL: "reveal.js"}
 _RATIO = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*[:/x]\s*(\d+(?:\.\d+)?)\s*$")
 
 
@@ -95,7 +101,7 @@ def _theme(
         if wanted.lower().endswith(".css") and wanted in files:
             path = wanted
         else:
-            builtin, note = builtin_name(wanted)
+            builtin, note = builtin_name(wanted, _TOOLS.get(deck.convention))
             css = f'@import "{builtin}";\n'
             if note:
                 warnings.append(SourceWarning(file=filename, line=1, message=note))
@@ -116,9 +122,18 @@ def markdown_theme_files(text: str) -> list[str]:
 
 
 def deck_from_markdown(
-    text: str, filename: str, files: Mapping[str, bytes], limits: DeckLimits
+    text: str,
+    filename: str,
+    files: Mapping[str, bytes],
+    limits: DeckLimits,
+    *,
+    sourced: bool = True,
 ) -> DeckSource:
-    """The deck in the Markdown `text` (named `filename`) with `files` (deck-relative paths)."""
+    """The deck in the Markdown `text` (named `filename`) with `files` (deck-relative paths).
+
+    `sourced` pages say where in `filename` each slide starts, so compile problems name that
+    line (`talk.md:42`); `deckyard import` turns it off, as its pages become their own files.
+    """
     try:
         deck = parse_markdown_deck(text)
     except MarkdownDeckError as exc:
@@ -134,7 +149,11 @@ def deck_from_markdown(
     path, css = _theme(deck, filename, files, warnings)
     width = max(2, len(str(len(deck.slides))))
     pages = [
-        PageSource(name=f"slide-{s.number:0{width}d}", kind=PageKind.MARKDOWN, text=s.page_text())
+        PageSource(
+            name=f"slide-{s.number:0{width}d}",
+            kind=PageKind.MARKDOWN,
+            text=s.page_text(filename if sourced else None),
+        )
         for s in deck.slides
     ]
     lang = deck.deck.get("lang")

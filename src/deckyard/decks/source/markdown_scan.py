@@ -1,7 +1,8 @@
 """Finds what a slide uses that Deckyard does not render, so it is a warning, never a silence.
 
 Slidev's clicks (`v-click`) and Vue components, Marp's `<!--fit-->`, Mermaid and PlantUML
-diagrams, code-line highlighting and math that latex2mathml cannot convert. Lines are counted in
+diagrams, code-line highlighting, math that latex2mathml cannot convert and emoji shortcodes
+that the `emoji` package does not know. Lines are counted in
 the slide's text from 1; markdown-it's tokens give them, so code fences are not searched.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+import emoji
 import latex2mathml.converter
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
@@ -20,6 +22,7 @@ _COMPONENT = re.compile(r"<([A-Z][A-Za-z0-9]*)\b")
 _FIT = re.compile(r"<!--\s*fit\s*-->", re.IGNORECASE)
 _ELEMENT = re.compile(r"<!--\s*\.element:")
 _SLOT = re.compile(r"^::(?P<name>[\w-]+)::\s*$", re.MULTILINE)
+_SHORTCODE = re.compile(r"(?<![\w:]):([a-z0-9_+-]*[a-z][a-z0-9_+-]*|[+-]1):(?![\w:])")
 _DIAGRAMS = {"mermaid": "Mermaid", "plantuml": "PlantUML"}
 
 
@@ -39,6 +42,15 @@ def _html_problems(content: str, line: int, *, inline: bool) -> list[tuple[int, 
     if _FIT.search(content):
         found.append((line, "Marp's <!--fit--> is not supported; the heading keeps its size"))
     return found
+
+
+def _shortcode_problems(content: str, line: int) -> list[tuple[int, str]]:
+    """Emoji shortcodes in `content` that the `emoji` package does not know (left as text)."""
+    return [
+        (line, f"the emoji shortcode :{name}: is not known; it shows as text")
+        for name in dict.fromkeys(_SHORTCODE.findall(content))
+        if emoji.emojize(f":{name}:", language="alias") == f":{name}:"
+    ]
 
 
 def _math_problem(token: Token, line: int) -> tuple[int, str] | None:
@@ -75,6 +87,8 @@ def scan_unsupported(text: str) -> list[tuple[int, str]]:
                     found.extend(_html_problems(child.content, line, inline=True))
                 elif child.type == "math_inline" and (problem := _math_problem(child, line)):
                     found.append(problem)
+                elif child.type == "text":
+                    found.extend(_shortcode_problems(child.content, line))
                 elif child.type in ("softbreak", "hardbreak"):
                     line += 1
     for match in _SLOT.finditer(text):

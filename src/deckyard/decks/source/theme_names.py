@@ -37,9 +37,15 @@ def is_builtin_theme(name: str) -> bool:
     return key in BUILTIN_THEMES or key in THEME_ALIASES
 
 
-def builtin_name(name: str) -> tuple[str, str | None]:
-    """The built-in theme for `name` and, when `name` is another tool's theme, a note."""
+def builtin_name(name: str, tool: str | None = None) -> tuple[str, str | None]:
+    """The built-in theme for `name` and, when `name` is another tool's theme, a note.
+
+    `tool` names the convention of the deck (`Marp`): its `default` theme is not Deckyard's,
+    so that mapping gets a note too.
+    """
     key = name.strip().lower()
+    if key == "default" and tool is not None:
+        return key, f"{tool}'s theme {name!r} is shown with Deckyard's built-in {key!r} theme"
     if key in BUILTIN_THEMES:
         return key, None
     target = THEME_ALIASES.get(key, "default")

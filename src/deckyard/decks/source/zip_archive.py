@@ -16,8 +16,8 @@ from deckyard.decks.source.assemble import (
     MANIFEST_FILE,
     PAGES_DIR,
     assemble_deck,
+    checked_manifest,
     decode_text,
-    manifest_from_toml,
     missing_manifest,
 )
 from deckyard.decks.source.deck_source import DeckSource
@@ -78,5 +78,5 @@ def load_deck_zip(data: bytes, limits: DeckLimits) -> DeckSource:
                 files[theme] = entries[top + theme]
         return deck_from_markdown(text, name, files, limits)
     files = _strip_top_folder(entries)
-    manifest = manifest_from_toml(files[MANIFEST_FILE])
+    manifest = checked_manifest(files[MANIFEST_FILE], files, limits)
     return assemble_deck(manifest, files, limits)

@@ -2,7 +2,9 @@
 
 Every entry name is checked before any byte is inflated; declared sizes are checked against the
 limits first, and the bytes actually inflated are counted again while reading, because a bomb's
-headers may lie. The first problem raises `DeckSourceError`; nothing read so far is returned.
+headers may lie. Every bad entry name, kind or declared size is reported at once (one
+`DeckSourceError`, the others in its `also`); a problem found while inflating stops at once.
+Nothing read so far is returned.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ _CHUNK = 64 * 1024
 _DRIVE = re.compile(r"^[A-Za-z]:")
 _UNIX_SYSTEM = 3
 _ENCRYPTED_FLAG = 0x1
+MAX_REPORTED = 50
+"""The most bad entries one refusal lists; an archive of thousands needs no more to be fixed."""
 
 
 def check_entry_name(name: str) -> str:
@@ -79,7 +83,34 @@ def _open(data: bytes) -> zipfile.ZipFile:
         raise DeckSourceError(Code.ZIP_INVALID, f"not a readable ZIP archive: {exc}") from None
 
 
+def _check_entry(info: zipfile.ZipInfo, seen: set[str], limits: ZipLimits) -> str:
+    """`info`'s name once its name, kind, uniqueness and declared size are checked."""
+    # zipfile cuts a name at its first NUL; the name as stored in the archive keeps it.
+    check_entry_name(info.orig_filename)
+    name = check_entry_name(info.filename)
+    _check_kind(info)
+    key = name.rstrip("/")
+    if key.casefold() in seen:
+        raise DeckSourceError(
+            Code.DUPLICATE_ENTRY, f"entry {key!r} appears more than once", file=key
+        )
+    seen.add(key.casefold())
+    if not info.is_dir() and info.file_size > limits.max_file_bytes:
+        raise DeckSourceError(
+            Code.FILE_TOO_LARGE,
+            f"{key!r} unpacks to {info.file_size} bytes; at most "
+            f"{limits.max_file_bytes} are allowed per file",
+            file=key,
+        )
+    return key
+
+
 def _check_entries(archive: zipfile.ZipFile, limits: ZipLimits) -> list[zipfile.ZipInfo]:
+    """The file entries to read, once every entry's name, kind and size passed.
+
+    Each entry is checked, so one upload reports all its bad entries (up to
+    `MAX_REPORTED` of them); the totals are checked after.
+    """
     infos = archive.infolist()
     if len(infos) > limits.max_entries:
         raise DeckSourceError(
@@ -87,36 +118,25 @@ def _check_entries(archive: zipfile.ZipFile, limits: ZipLimits) -> list[zipfile.
             f"the archive has {len(infos)} entries; at most {limits.max_entries} are allowed",
         )
     seen: set[str] = set()
-    declared = 0
+    problems: list[DeckSourceError] = []
     files: list[zipfile.ZipInfo] = []
     for info in infos:
-        # zipfile cuts a name at its first NUL; the name as stored in the archive keeps it.
-        check_entry_name(info.orig_filename)
-        name = check_entry_name(info.filename)
-        _check_kind(info)
-        key = name.rstrip("/")
-        if key.casefold() in seen:
-            raise DeckSourceError(
-                Code.DUPLICATE_ENTRY, f"entry {key!r} appears more than once", file=key
-            )
-        seen.add(key.casefold())
-        if info.is_dir():
+        try:
+            _check_entry(info, seen, limits)
+        except DeckSourceError as exc:
+            problems.append(exc)
+            if len(problems) >= MAX_REPORTED:
+                break
             continue
-        if info.file_size > limits.max_file_bytes:
-            raise DeckSourceError(
-                Code.FILE_TOO_LARGE,
-                f"{key!r} unpacks to {info.file_size} bytes; at most "
-                f"{limits.max_file_bytes} are allowed per file",
-                file=key,
-            )
-        declared += info.file_size
-        if declared > limits.max_total_bytes:
-            raise DeckSourceError(
-                Code.TOO_LARGE,
-                f"the archive unpacks to more than {limits.max_total_bytes} bytes",
-                file=key,
-            )
-        files.append(info)
+        if not info.is_dir():
+            files.append(info)
+    if problems:
+        raise DeckSourceError.of_all(problems)
+    declared = sum(info.file_size for info in files)
+    if declared > limits.max_total_bytes:
+        raise DeckSourceError(
+            Code.TOO_LARGE, f"the archive unpacks to more than {limits.max_total_bytes} bytes"
+        )
     return files
 
 

@@ -252,3 +252,25 @@ def test_json_syntax_error(limits: DeckLimits) -> None:
     with pytest.raises(DeckSourceError) as excinfo:
         load_deck_json(b"{not json", limits)
     assert excinfo.value.code is Code.JSON_SYNTAX
+
+
+def test_every_manifest_field_and_page_problem_comes_in_one_run(
+    tmp_path: Path, limits: DeckLimits
+) -> None:
+    files = _deck_files() | {
+        "deck.toml": b'title = 3\nlang = "x y"\ncolour = "red"\n',
+        "pages/notes.txt": b"x",
+    }
+    for load in (
+        lambda: load_deck_zip(_zip(files), limits),
+        lambda: load_deck_folder(_write(tmp_path / "deck", files), limits),
+    ):
+        with pytest.raises(DeckSourceError) as excinfo:
+            load()
+        found = {(p.code, p.field or p.file) for p in excinfo.value.every()}
+        assert found == {
+            (Code.FIELD_INVALID, "title"),
+            (Code.FIELD_INVALID, "lang"),
+            (Code.FIELD_UNKNOWN, "colour"),
+            (Code.PAGE_KIND_UNKNOWN, "pages/notes.txt"),
+        }

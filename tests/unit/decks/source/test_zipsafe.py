@@ -154,3 +154,19 @@ def test_encrypted_entries_are_refused(small_limits: DeckLimits) -> None:
             data[pos + flag_at] |= 0x1
             pos = data.find(sig, pos + 4)
     assert _refused(bytes(data), small_limits).code is Code.ZIP_ENCRYPTED
+
+
+def test_every_bad_entry_is_named_in_one_refusal(small_limits: DeckLimits) -> None:
+    link = zipfile.ZipInfo("assets/link")
+    link.create_system = 3
+    link.external_attr = (stat.S_IFLNK | 0o777) << 16
+    data = _good_plus(
+        ("../evil.txt", b"x"), (link, b"/etc/passwd"), ("/abs.txt", b"x"), ("PAGES/A.md", b"x")
+    )
+    found = [(p.code, p.file) for p in _refused(data, small_limits).every()]
+    assert found == [
+        (Code.PATH_ESCAPE, "../evil.txt"),
+        (Code.SYMLINK, "assets/link"),
+        (Code.ABSOLUTE_PATH, "/abs.txt"),
+        (Code.DUPLICATE_ENTRY, "PAGES/A.md"),
+    ]

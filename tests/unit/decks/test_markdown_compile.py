@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from deckyard.decks import diagrams
 from deckyard.decks.compile.documents import compile_deck, compile_deck_report, compile_page
 from deckyard.decks.compile.themes import expand_theme
 from deckyard.decks.errors import CompileErrorCode, DeckSourceError
@@ -230,3 +231,17 @@ def test_marp_theme_names_map_to_a_builtin_with_a_note(
     deck = load_deck_folder(tmp_path / "talk.md", limits)
     assert deck.theme_css == '@import "default";\n'
     assert [w.describe() for w in deck.warnings] == [f"talk.md:1: {note} theme"]
+
+
+def test_a_mermaid_fence_carries_the_vendored_mermaid_bundle_inline(
+    make_deck: MakeDeck, limits: DeckLimits
+) -> None:
+    assert diagrams.mermaid_available(), "scripts/setup installs vendor/js (npm ci)"
+    deck = make_deck({"a.md": "# A\n\n```mermaid\ngraph TD\n  A --> B\n```\n", "b.md": "# B"})
+    with_diagram, without = compile_deck(deck, limits)
+    assert '<pre class="dy-mermaid">graph TD\n  A --&gt; B\n</pre>' in with_diagram.document
+    assert with_diagram.document.count("<script>") == 2
+    bundle = diagrams.mermaid_bundle()
+    assert bundle is not None and f"<script>{bundle}</script>" in with_diagram.document
+    assert "mermaid.run(" in with_diagram.document and "<script src" not in with_diagram.document
+    assert "<script>" not in without.document

@@ -17,6 +17,7 @@ from deckyard.decks.compile.assets import AssetResolver
 from deckyard.decks.compile.css_scope import CssContext, rewrite_stylesheet
 from deckyard.decks.compile.html_page import PagePart, compile_part
 from deckyard.decks.compile.themes import core_css, expand_theme, only_markdown
+from deckyard.decks.diagrams import MERMAID_CLASS, mermaid_scripts
 from deckyard.decks.errors import CompileError, CompileErrorCode, CompileProblem
 from deckyard.decks.source.deck_source import DeckSource, PageKind, PageSource
 from deckyard.decks.source.limits import DeckLimits
@@ -149,6 +150,8 @@ def _document(
         if css
     )
     body = "\n".join(_slide(part, first_number + i) for i, part in enumerate(parts))
+    if any(f'<pre class="{MERMAID_CLASS}">' in part.body_html for part in parts):
+        body += "\n" + mermaid_scripts()
     return (
         f'<!DOCTYPE html>\n<html lang="{deck.manifest.lang}">\n<head>\n<meta charset="utf-8">\n'
         f'<meta name="viewport" content="width={deck.width}, height={deck.height}">\n'

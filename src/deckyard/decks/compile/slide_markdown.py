@@ -32,6 +32,7 @@ from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
 from deckyard.decks.compile.markdown import annotate_tokens
+from deckyard.decks.diagrams import MERMAID_CLASS, mermaid_available
 from deckyard.decks.source.markdown_directives import (
     ImageOptions,
     attribute_directives,
@@ -60,6 +61,8 @@ _STYLE_DIRECTIVES = {
 
 def _highlight(code: str, lang: str, _attrs: str) -> str:
     name = lang.split("{", 1)[0].strip()
+    if name.lower() == "mermaid" and mermaid_available():
+        return f'<pre class="{MERMAID_CLASS}">{html.escape(code)}</pre>\n'
     try:
         lexer = get_lexer_by_name(name) if name else None
     except ClassNotFound:

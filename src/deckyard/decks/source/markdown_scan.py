@@ -17,6 +17,8 @@ from markdown_it import MarkdownIt
 from markdown_it.token import Token
 from mdit_py_plugins.dollarmath import dollarmath_plugin
 
+from deckyard.decks.diagrams import mermaid_available
+
 _CLICK = re.compile(r"<v-clicks?\b|\sv-(click|after|motion|mark|drag)\b", re.IGNORECASE)
 _COMPONENT = re.compile(r"<([A-Z][A-Za-z0-9]*)\b")
 _FIT = re.compile(r"<!--\s*fit\s*-->", re.IGNORECASE)
@@ -69,7 +71,9 @@ def scan_unsupported(text: str) -> list[tuple[int, str]]:
         if token.type == "fence":
             words = token.info.split()
             lang = words[0].lower() if words else ""
-            if lang in _DIAGRAMS:
+            if lang == "mermaid" and mermaid_available():
+                pass
+            elif lang in _DIAGRAMS:
                 found.append(
                     (line, f"{_DIAGRAMS[lang]} diagrams are not rendered; the source shows as code")
                 )

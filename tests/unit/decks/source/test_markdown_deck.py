@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from deckyard.decks import diagrams
 from deckyard.decks.source.markdown_deck import Convention, MarkdownDeckError, parse_markdown_deck
 
 FIXTURES = Path(__file__).parents[3] / "fixtures" / "markdown_decks"
@@ -63,7 +64,7 @@ def test_slidev_unsupported_constructs_are_warnings_naming_slide_and_line() -> N
     found = _warnings("slidev.md")
     assert (42, 3, "Slidev clicks (v-click) are not animated; all content shows at once") in found
     assert (48, 3, "the Vue component <Counter> is not rendered; only its text shows") in found
-    assert (54, 4, "Mermaid diagrams are not rendered; the source shows as code") in found
+    assert not any("Mermaid" in message for _, _, message in found)  # drawn, see below
     assert (1, None, "front matter 'highlighter' has no effect in Deckyard") in found
 
 
@@ -112,3 +113,15 @@ def test_page_text_carries_the_resolved_directives() -> None:
     text = deck.slides[1].page_text()
     assert text.rstrip().endswith("-->")
     assert '"_header": "Code and math"' in text
+
+
+def test_without_the_mermaid_package_a_diagram_is_a_warning(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(diagrams, "MERMAID_BUNDLE", tmp_path / "absent.js")
+    diagrams.mermaid_bundle.cache_clear()
+    try:
+        found = _warnings("slidev.md")
+    finally:
+        diagrams.mermaid_bundle.cache_clear()
+    assert (54, 4, "Mermaid diagrams are not rendered; the source shows as code") in found

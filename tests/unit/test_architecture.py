@@ -331,3 +331,22 @@ def test_other_packages_use_only_a_packages_public_api() -> None:
             if edge.target not in public and (edge.source, edge.target) not in KNOWN_EXCEPTIONS:
                 offenders.append(f"{edge} (use deckyard.{pkg}'s public API)")
     assert not offenders, "imports past a package's public API:\n" + "\n".join(offenders)
+
+
+# Components whose writes go through `Database.write` (retried on SQLite BUSY and PostgreSQL
+# 40001/40P01), never a bare `write_transaction()`: the API's own tables, decks and AI.
+RETRIED_WRITERS = {"api", "decks", "ai"}
+
+
+def test_api_decks_and_ai_write_through_the_retrying_write() -> None:
+    offenders = [
+        f"{rel}:{node.lineno}"
+        for rel, tree in _modules()
+        if _component(rel.removesuffix(".py").replace("/", ".").removesuffix(".__init__"))
+        in RETRIED_WRITERS
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute) and node.attr == "write_transaction"
+    ]
+    assert not offenders, "use Database.write(fn) instead of write_transaction():\n" + "\n".join(
+        offenders
+    )

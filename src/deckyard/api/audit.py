@@ -50,19 +50,17 @@ async def audit_insert(
     db: Database, principal: Principal, scope: Scope, status: int, location: str | None
 ) -> None:
     """Record one write of `principal`."""
-    async with db.write_transaction() as conn:
-        await conn.execute(
-            insert(audit_events).values(
-                workspace_id=principal.workspace_id,
-                token_id=principal.token_id,
-                role=str(principal.role),
-                method=scope["method"],
-                path=str(scope.get("path", ""))[:1000],
-                status=status,
-                location=location[:1000] if location else None,
-                created_at=SYSTEM_CLOCK.now(),
-            )
-        )
+    row = {
+        "workspace_id": principal.workspace_id,
+        "token_id": principal.token_id,
+        "role": str(principal.role),
+        "method": scope["method"],
+        "path": str(scope.get("path", ""))[:1000],
+        "status": status,
+        "location": location[:1000] if location else None,
+        "created_at": SYSTEM_CLOCK.now(),
+    }
+    await db.write(lambda conn: conn.execute(insert(audit_events).values(**row)))
 
 
 class AuditMiddleware:

@@ -11,6 +11,7 @@ from enum import StrEnum
 
 from fastapi import Request
 from sqlalchemy import insert, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from deckyard.api.errors import ApiError
 from deckyard.api.schema import api_tokens, workspaces
@@ -66,7 +67,8 @@ async def token_create(
             "workspace names use lowercase letters, digits, '-' and '_' (max 64 characters)"
         )
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
-    async with db.write_transaction() as conn:
+
+    async def create(conn: AsyncConnection) -> None:
         await conn.execute(
             db.insert_ignoring_conflicts(workspaces, index_elements=["id"]).values(
                 id=workspace_id, name=workspace_id, created_at=now
@@ -81,6 +83,8 @@ async def token_create(
                 created_at=now,
             )
         )
+
+    await db.write(create)
     return token
 
 
@@ -127,7 +131,8 @@ async def token_revoke(db: Database, workspace_id: str, token_id: int, now: date
     Revoking a revoked token keeps its first revocation time and is not an error.
     """
     c = api_tokens.c
-    async with db.write_transaction() as conn:
+
+    async def revoke(conn: AsyncConnection) -> bool:
         found = (
             await conn.execute(
                 select(c.revoked_at).where(c.id == token_id, c.workspace_id == workspace_id)
@@ -141,7 +146,9 @@ async def token_revoke(db: Database, workspace_id: str, token_id: int, now: date
                 .where(c.id == token_id, c.revoked_at.is_(None))
                 .values(revoked_at=now)
             )
-    return True
+        return True
+
+    return await db.write(revoke)
 
 
 def bearer_token(request: Request) -> str | None:

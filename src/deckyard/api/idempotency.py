@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 from sqlalchemy import delete, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -90,7 +91,9 @@ class IdempotencyMiddleware:
         ).hexdigest()
         ws = principal.workspace_id
         where = (idempotency_keys.c.workspace_id == ws) & (idempotency_keys.c.key == key)
-        async with db.write_transaction() as conn:
+
+        async def reserve(conn: AsyncConnection) -> Any:
+            """None when this request holds the key now; else the row of the one that did."""
             inserted = (
                 await conn.execute(
                     db.insert_ignoring_conflicts(
@@ -105,9 +108,11 @@ class IdempotencyMiddleware:
                     .returning(idempotency_keys.c.key)
                 )
             ).first()
-            existing = None
-            if inserted is None:
-                existing = (await conn.execute(select(idempotency_keys).where(where))).one()
+            if inserted is not None:
+                return None
+            return (await conn.execute(select(idempotency_keys).where(where))).one()
+
+        existing = await db.write(reserve)
         if existing is not None:
             await self._answer_existing(existing, digest, send)
             return
@@ -120,8 +125,7 @@ class IdempotencyMiddleware:
         try:
             await self.app(scope, replayed, capture)
         except BaseException:
-            async with db.write_transaction() as conn:
-                await conn.execute(delete(idempotency_keys).where(where))
+            await db.write(lambda conn: conn.execute(delete(idempotency_keys).where(where)))
             raise
         start = next(m for m in captured if m["type"] == "http.response.start")
         status = int(start["status"])
@@ -131,15 +135,15 @@ class IdempotencyMiddleware:
             for k, v in start.get("headers", [])
             if k.decode().lower() in KEPT_HEADERS
         }
-        async with db.write_transaction() as conn:
-            if status >= 500:
-                await conn.execute(delete(idempotency_keys).where(where))
-            else:
-                await conn.execute(
-                    update(idempotency_keys)
-                    .where(where)
-                    .values(status_code=status, response_headers=headers, response_body=body)
-                )
+        if status >= 500:
+            await db.write(lambda conn: conn.execute(delete(idempotency_keys).where(where)))
+        else:
+            record = (
+                update(idempotency_keys)
+                .where(where)
+                .values(status_code=status, response_headers=headers, response_body=body)
+            )
+            await db.write(lambda conn: conn.execute(record))
         for message in captured:
             await send(message)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from sqlalchemy import delete, select
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from deckyard.api.schema import idempotency_keys
 from deckyard.clock import SYSTEM_CLOCK, Clock
@@ -28,7 +29,8 @@ async def idempotency_prune(db: Database, settings: Settings, clock: Clock) -> i
         ).all()
     if not keys:
         return 0
-    async with db.write_transaction() as conn:
+
+    async def prune(conn: AsyncConnection) -> None:
         for ws, key in keys:
             await conn.execute(
                 delete(idempotency_keys).where(
@@ -37,6 +39,8 @@ async def idempotency_prune(db: Database, settings: Settings, clock: Clock) -> i
                     idempotency_keys.c.created_at < cutoff,
                 )
             )
+
+    await db.write(prune)
     return len(keys)
 
 

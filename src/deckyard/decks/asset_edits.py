@@ -26,7 +26,7 @@ from deckyard.decks.errors import CompileProblem
 from deckyard.decks.source.deck_source import MEDIA_TYPES, DeckSource
 from deckyard.decks.source.limits import DeckLimits
 from deckyard.decks.store import deck_get, deck_source, deck_touch
-from deckyard.decks.store_assets import deck_asset_delete, deck_asset_upsert
+from deckyard.decks.store_assets import AssetWrite, deck_asset_delete, deck_asset_upsert
 from deckyard.decks.store_pages import deck_lock
 
 TEXT_TYPES = frozenset({"text/css", "text/javascript", "application/json", "text/plain"})
@@ -147,17 +147,22 @@ class AssetEdits:
         if not data:
             raise AssetRefused(422, "ASSET_EMPTY", "body: an asset cannot be empty", field="body")
         media_type = sniff_media_type(path, data)
-        async with self.db.write_transaction() as conn:
+
+        async def put(conn: AsyncConnection) -> AssetWrite:
             await _locked(conn, deck_id, base)
             stored = await deck_asset_upsert(conn, deck_id, path, media_type, data)
             await deck_touch(conn, deck_id, self.clock.now())
+            return stored
+
+        stored = await self.db.write(put)
         return StoredAsset(path, media_type, len(data), stored.sha256, stored.created)
 
     async def delete(
         self, workspace_id: str, deck_id: int, path: str, *, force: bool, base: int | None = None
     ) -> bool:
         """Delete an asset; refused while referenced unless `force`. False when not there."""
-        async with self.db.write_transaction() as conn:
+
+        async def delete(conn: AsyncConnection) -> bool:
             await _locked(conn, deck_id, base)
             row = await deck_get(conn, deck_id, workspace_id)
             if row is None:
@@ -178,7 +183,9 @@ class AssetEdits:
                     )
             await deck_asset_delete(conn, deck_id, path)
             await deck_touch(conn, deck_id, self.clock.now())
-        return True
+            return True
+
+        return await self.db.write(delete)
 
     def _references(self, source: DeckSource, path: str) -> list[CompileProblem]:
         """The references to `path`: compile problems that appear once it is gone."""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 
+from sqlalchemy.ext.asyncio import AsyncConnection
+
 from deckyard.artifacts import ArtifactStore
 from deckyard.clock import Clock
 from deckyard.db import Database
@@ -29,7 +31,8 @@ class DeckEdits:
         objects no row refers to, which is what a store sweep removes, never a row pointing
         at a missing object.
         """
-        async with self.db.write_transaction() as conn:
+
+        async def delete_rows(conn: AsyncConnection) -> list[str]:
             head = await deck_lock(conn, deck_id)
             if head is None:
                 raise DeckEditError(DeckEditErrorCode.DECK_NOT_FOUND, f"no deck {deck_id}")
@@ -37,6 +40,9 @@ class DeckEdits:
                 raise conflict(f"deck {deck_id}", head, base)
             keys = await deck_screenshot_keys(conn, deck_id)
             await deck_delete(conn, deck_id)
+            return keys
+
+        keys = await self.db.write(delete_rows)
         deleted = 0
         for key in keys:
             if await self.store.delete(key):
@@ -46,8 +52,8 @@ class DeckEdits:
 
     async def copy(self, deck_id: int, title: str) -> int:
         """A copy of the deck (current pages as version 1, assets, validation); its id."""
-        async with self.db.write_transaction() as conn:
-            new_id = await deck_copy(conn, deck_id, title, self.clock.now())
+        now = self.clock.now()
+        new_id = await self.db.write(lambda conn: deck_copy(conn, deck_id, title, now))
         if new_id is None:
             raise DeckEditError(DeckEditErrorCode.DECK_NOT_FOUND, f"no deck {deck_id}")
         return new_id

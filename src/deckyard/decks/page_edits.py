@@ -66,7 +66,8 @@ class PageEdits:
 
     async def delete(self, deck_id: int, name: str, base: int | None) -> None:
         """Delete a page and its versions; a deck keeps at least one page."""
-        async with self.db.write_transaction() as conn:
+
+        async def delete(conn: AsyncConnection) -> None:
             page_id = await _locked_page(conn, deck_id, name, base)
             await deck_lock(conn, deck_id)
             if len(await page_names(conn, deck_id)) <= 1:
@@ -76,9 +77,12 @@ class PageEdits:
             await page_delete(conn, page_id)
             await deck_touch(conn, deck_id, self.clock.now())
 
+        await self.db.write(delete)
+
     async def rename(self, deck_id: int, name: str, new_name: str, base: int | None) -> None:
         """Give a page a new name (its versions go with it)."""
-        async with self.db.write_transaction() as conn:
+
+        async def rename(conn: AsyncConnection) -> None:
             page_id = await _locked_page(conn, deck_id, name, base)
             await deck_lock(conn, deck_id)
             if new_name != name and await page_find(conn, deck_id, new_name) is not None:
@@ -88,9 +92,12 @@ class PageEdits:
             await page_rename(conn, page_id, new_name)
             await deck_touch(conn, deck_id, self.clock.now())
 
+        await self.db.write(rename)
+
     async def reorder(self, deck_id: int, order: list[str], base: int | None) -> None:
         """Show the pages in `order`, which must name every page of the deck exactly once."""
-        async with self.db.write_transaction() as conn:
+
+        async def reorder(conn: AsyncConnection) -> None:
             head = await deck_lock(conn, deck_id)
             if head is None:
                 raise DeckEditError(DeckEditErrorCode.PAGE_NOT_FOUND, f"no deck {deck_id}")
@@ -108,6 +115,8 @@ class PageEdits:
                 )
             await page_reorder(conn, deck_id, order)
             await deck_touch(conn, deck_id, self.clock.now())
+
+        await self.db.write(reorder)
 
     async def diff(self, deck_id: int, name: str, old: int, new: int) -> PageDiff | None:
         """The unified diff of a page's source from version `old` to `new`; None if missing."""

@@ -120,8 +120,10 @@ class DeckService:
         if report is None:
             report = compile_deck_report(source, self.limits)
         compiled = {p.name: (p.document, p.sha256) for p in report.pages}
-        async with self.db.write_transaction() as conn:
-            deck_id = await deck_insert(conn, workspace_id, source, compiled, self.clock.now())
+        now = self.clock.now()
+        deck_id = await self.db.write(
+            lambda conn: deck_insert(conn, workspace_id, source, compiled, now)
+        )
         return DeckCreated(deck_id, report.problems)
 
     async def deck(self, workspace_id: str, deck_id: int) -> DeckRow | None:

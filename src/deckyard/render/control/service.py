@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from sqlalchemy.ext.asyncio import AsyncConnection
+
 from deckyard.artifacts import ArtifactStore
 from deckyard.clock import SYSTEM_CLOCK, Clock
 from deckyard.config import Settings
@@ -129,7 +131,8 @@ class RenderService:
         """
         digest = spec.input_hash()
         payload = {"spec": spec.model_dump(mode="json"), "dedupe": dedupe}
-        async with self.db.write_transaction() as conn:
+
+        async def admit(conn: AsyncConnection) -> Job:
             await self.db.acquire_admission_lock(conn)
             total, mine = await self.runtime.active_count(SCREENSHOT_KIND, workspace_id, conn=conn)
             queue_check(self.settings, workspace_id, total, mine)
@@ -142,6 +145,8 @@ class RenderService:
                 parent_id=parent_id,
                 conn=conn,
             )
+
+        return await self.db.write(admit)
 
     async def request_for_job(self, job_id: int) -> RenderRequest | None:
         """The newest render request opened by a job, if any."""

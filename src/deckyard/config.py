@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import (
@@ -277,6 +277,31 @@ class Settings(BaseSettings):
         False,
         description="Refuse deck and page writes without an If-Match header (428); by default "
         "they are allowed (last writer wins) and recorded as unconditional.",
+    )
+
+    # --- hosted sites ----------------------------------------------------------------------
+    site_default_visibility: Literal["public", "private"] = Field(
+        "private",
+        description="Visibility of a publish that does not say: `private` sites are served only "
+        "through a share link, `public` ones to anyone at /sites/{workspace}/{deck}/.",
+    )
+    site_signing_key: str | None = Field(
+        None,
+        min_length=32,
+        description="Key that signs share links; unset: the key migration 0009 stored in the "
+        "database (shared by every process on it). Changing it invalidates every link.",
+    )
+    site_share_default_seconds: int = Field(
+        7 * 24 * 3600, ge=60, description="Lifetime of a share link that does not say."
+    )
+    site_share_max_seconds: int = Field(
+        90 * 24 * 3600, ge=60, description="Longest lifetime a share link may ask for."
+    )
+    site_purge_grace_seconds: float = Field(
+        3600.0,
+        ge=0,
+        description="How long a superseded or unpublished publication's files stay in the store "
+        "before `SiteService.purge_ended` (the retention sweeper) may delete them.",
     )
 
     # --- AI authoring ----------------------------------------------------------------------

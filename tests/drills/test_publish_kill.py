@@ -36,7 +36,7 @@ ENV = {
     "DECKYARD_TASK_LEASE_SECONDS": str(TASK_LEASE),
     "DECKYARD_TASK_HEARTBEAT_INTERVAL_SECONDS": "0.5",
 }
-STAGES = ["validate", "screenshot", "build", "export"]
+STAGES = ["validate", "screenshot", "build", "export", "live"]
 RESUME_BOUND = 120.0
 """Seconds from a restart to the task's next event: lease + job recovery + renderer start, with
 room for a loaded machine; far below the 1 800 s staleness threshold the bug waited for."""

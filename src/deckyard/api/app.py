@@ -27,6 +27,8 @@ from deckyard.api.jobs import router as jobs_router
 from deckyard.api.maintenance import ApiMaintenance
 from deckyard.api.metrics import router as metrics_router
 from deckyard.api.render import router as render_router
+from deckyard.api.site_files import router as site_files_router
+from deckyard.api.sites import router as sites_router
 from deckyard.api.tasks import router as tasks_router
 from deckyard.api.tokens import router as tokens_router
 from deckyard.api.validate import router as validate_router
@@ -78,6 +80,8 @@ def create_app(settings: Settings, *, node: Node | None = None) -> FastAPI:
     app.include_router(deck_pages_router)
     app.include_router(deck_assets_router)
     app.include_router(deck_style_router)
+    app.include_router(sites_router)
+    app.include_router(site_files_router)
     app.include_router(tokens_router)
     app.include_router(audit_router)
     app.include_router(validate_router)

@@ -7,10 +7,11 @@ Every deck is scoped to the caller's workspace; another workspace's deck is 404.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
 
 from deckyard.api.auth import Principal, current_principal
 from deckyard.api.deck_views import (
@@ -68,6 +69,18 @@ JSON_BODY = {
         },
     }
 }
+
+
+class PublishIn(BaseModel):
+    """Options of a publish; every field may be left out."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    visibility: Literal["public", "private"] | None = Field(
+        None,
+        description="`public`: anyone may read the site; `private`: only through a share link. "
+        "Default: the server's `DECKYARD_SITE_DEFAULT_VISIBILITY` (`private`).",
+    )
 
 
 def deck_service(request: Request) -> DeckService:
@@ -242,10 +255,25 @@ async def export_deck(request: Request, principal: Caller, deck_id: RowId) -> JS
 
 
 @router.post("/{deck_id:int}/publish", status_code=202, response_model=TaskRef)
-async def publish_deck(request: Request, principal: Caller, deck_id: RowId) -> JSONResponse:
-    """Publish as a task: validate every page, screenshot every page, build, export."""
+async def publish_deck(
+    request: Request,
+    principal: Caller,
+    deck_id: RowId,
+    body: Annotated[PublishIn | None, Body()] = None,
+) -> JSONResponse:
+    """Publish as a task: validate every page, screenshot every page, build, export, go live.
+
+    The verified site goes online at `/sites/{workspace}/{deck}/` only when every stage
+    passed; until then the previous publication stays live. Body (optional):
+    `{"visibility": "public"}` or `"private"` (served only through share links).
+    """
     await owned_deck(request, principal, deck_id)
-    task_id = await deck_service(request).publish(principal.workspace_id, deck_id)
+    task_id = await deck_service(request).publish(
+        principal.workspace_id,
+        deck_id,
+        visibility=body.visibility if body else None,
+        actor_token_id=principal.token_id,
+    )
     return JSONResponse(
         TaskRef(task_id=task_id, kind=PUBLISH_TASK).model_dump(),
         status_code=202,

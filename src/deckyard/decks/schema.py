@@ -75,3 +75,57 @@ page_versions = Table(
     Column("created_at", UTCDateTime, nullable=False),
     UniqueConstraint("page_id", "number", name="uq_page_versions_page_id_number"),
 )
+
+publications = Table(
+    "publications",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("deck_id", BigId, ForeignKey("decks.id", ondelete="CASCADE"), nullable=False),
+    Column("workspace_id", String(64), nullable=False),
+    Column("task_id", BigId, unique=True),
+    Column("status", String(16), nullable=False),
+    Column("visibility", String(16), nullable=False),
+    Column("deck_version", Integer, nullable=False),
+    Column("site_version", String(100), nullable=False),
+    Column("site_key", String(500), nullable=False),
+    Column("site_sha256", String(64), nullable=False),
+    Column("store_prefix", String(500), nullable=False),
+    Column("files", JSONPayload, nullable=False),
+    Column("actor_token_id", BigId),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("live_at", UTCDateTime),
+    Column("ended_at", UTCDateTime),
+    Column("files_deleted_at", UTCDateTime),
+    Index("ix_publications_deck", "deck_id", "id"),
+    Index("ix_publications_status", "status", "ended_at"),
+)
+
+deck_sites = Table(
+    "deck_sites",
+    metadata,
+    Column("deck_id", BigId, ForeignKey("decks.id", ondelete="CASCADE"), primary_key=True),
+    Column("workspace_id", String(64), nullable=False),
+    Column("publication_id", BigId),
+    Column("updated_at", UTCDateTime, nullable=False),
+)
+
+share_links = Table(
+    "share_links",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("deck_id", BigId, ForeignKey("decks.id", ondelete="CASCADE"), nullable=False),
+    Column("workspace_id", String(64), nullable=False),
+    Column("label", String(200)),
+    Column("expires_at", UTCDateTime, nullable=False),
+    Column("created_by_token_id", BigId),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("revoked_at", UTCDateTime),
+    Index("ix_share_links_deck", "deck_id", "id"),
+)
+
+site_keys = Table(
+    "site_keys",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("key", String(128), nullable=False),
+)

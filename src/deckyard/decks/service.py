@@ -29,7 +29,9 @@ from deckyard.decks.jobs.names import (
 from deckyard.decks.jobs.page_jobs import PageJobs, slide_spec_for
 from deckyard.decks.jobs.publish import publish_task
 from deckyard.decks.jobs.screenshots import kept_screenshot
+from deckyard.decks.jobs.site_jobs import SiteJobs
 from deckyard.decks.page_edits import PageEdits
+from deckyard.decks.sites import SiteService
 from deckyard.decks.source.deck_source import DeckSource
 from deckyard.decks.source.limits import DeckLimits
 from deckyard.decks.store import (
@@ -88,6 +90,7 @@ class DeckService:
         self.pages = PageEdits(db, clock)
         self.edits = DeckEdits(db, render.store, clock)
         self.assets = AssetEdits(db, self.limits, settings.deck_max_file_bytes, clock)
+        self.sites = SiteService(db, render.store, settings, clock)
         handlers = {
             DeckJobKind.PAGE_VALIDATE: self.page_jobs.validate,
             DeckJobKind.PAGE_EDIT: self.page_jobs.edit,
@@ -95,6 +98,7 @@ class DeckService:
             DeckJobKind.DECK_STYLE: DeckStyleJob(db, clock, self.validator).run,
             DeckJobKind.DECK_BUILD: self.deck_jobs.build,
             DeckJobKind.DECK_EXPORT: self.deck_jobs.export,
+            DeckJobKind.SITE_GO_LIVE: SiteJobs(db, settings, render.store, clock).go_live,
         }
         for kind, fn in handlers.items():
             runtime.handler(
@@ -226,11 +230,24 @@ class DeckService:
             DeckJobKind.DECK_EXPORT, {"deck_id": deck_id}, workspace_id, None
         )
 
-    async def publish(self, workspace_id: str, deck_id: int) -> int:
-        """Create a `publish` task: validate, screenshot every page, build, export."""
-        return await self.tasks.create(
-            PUBLISH_TASK, {"deck_id": deck_id}, workspace_id=workspace_id
-        )
+    async def publish(
+        self,
+        workspace_id: str,
+        deck_id: int,
+        *,
+        visibility: str | None = None,
+        actor_token_id: int | None = None,
+    ) -> int:
+        """Create a `publish` task: validate, screenshot every page, build, export, go live.
+
+        `visibility` (`public` or `private`) defaults to `site_default_visibility`.
+        """
+        params: dict[str, Any] = {
+            "deck_id": deck_id,
+            "visibility": visibility or self.settings.site_default_visibility,
+            "actor_token_id": actor_token_id,
+        }
+        return await self.tasks.create(PUBLISH_TASK, params, workspace_id=workspace_id)
 
     async def restyle(
         self,

@@ -17,6 +17,7 @@ class DeckJobKind(StrEnum):
     DECK_BUILD = "deck.build"
     DECK_EXPORT = "deck.export"
     DECK_STYLE = "deck.style"
+    SITE_GO_LIVE = "site.go_live"
 
 
 class DeckJobErrorCode(StrEnum):
@@ -41,6 +42,7 @@ class DeckEvent(StrEnum):
     SCREENSHOT_REUSED = "screenshot_reused"
     SITE_VERIFIED = "site_verified"
     SITE_LOADED = "site_loaded"
+    SITE_LIVE = "site_live"
     UNCONDITIONAL_WRITE = "unconditional_write"
 
 

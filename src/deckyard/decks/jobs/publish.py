@@ -1,8 +1,11 @@
-"""The `publish` task: validate every page, screenshot every page, build the site, export the PDF.
+"""The `publish` task: validate every page, screenshot every page, build the site, export the
+PDF, then put the verified site online (`site.go_live`).
 
 Each stage's jobs are enqueued by the task executor; a stage fails the task (with the first
 failed job's error code) unless every job succeeded, so a page whose validation failed or was
-`unavailable` stops the publish before anything is built.
+`unavailable` stops the publish before anything is built, and a publish that fails anywhere
+leaves the previous publication live. Task parameters: `deck_id`, and optionally `visibility`
+(`public` or `private`) and `actor_token_id`.
 """
 
 from __future__ import annotations
@@ -52,6 +55,21 @@ def publish_task(db: Database) -> TaskKind:
     async def export(ctx: StageContext) -> list[EnqueueSpec]:
         return [spec(DeckJobKind.DECK_EXPORT, {"deck_id": int(ctx.params["deck_id"])})]
 
+    async def go_live(ctx: StageContext) -> list[EnqueueSpec]:
+        built = ctx.state.get("results", {}).get("build", {}).get("results") or [None]
+        if not isinstance(built[0], dict):
+            raise StageFailed("DECK_SITE_INVALID", "the build stage left no site")
+        payload = {
+            "deck_id": int(ctx.params["deck_id"]),
+            "task_id": ctx.task_id,
+            "visibility": ctx.params.get("visibility", "private"),
+            "actor_token_id": ctx.params.get("actor_token_id"),
+            "build": {
+                k: built[0][k] for k in ("artifact_key", "sha256", "deck_version", "site_version")
+            },
+        }
+        return [spec(DeckJobKind.SITE_GO_LIVE, payload)]
+
     return TaskKind(
         PUBLISH_TASK,
         [
@@ -59,5 +77,6 @@ def publish_task(db: Database) -> TaskKind:
             Stage("screenshot", screenshots),
             Stage("build", build),
             Stage("export", export),
+            Stage("live", go_live),
         ],
     )

@@ -16,6 +16,7 @@ from deckyard.api.ai import router as ai_router
 from deckyard.api.audit import AuditMiddleware
 from deckyard.api.audit import router as audit_router
 from deckyard.api.dashboard import router as dashboard_router
+from deckyard.api.dashboard_decks import router as dashboard_decks_router
 from deckyard.api.deck_assets import router as deck_assets_router
 from deckyard.api.deck_pages import router as deck_pages_router
 from deckyard.api.deck_style import router as deck_style_router
@@ -88,6 +89,7 @@ def create_app(settings: Settings, *, node: Node | None = None) -> FastAPI:
     app.include_router(ai_router)
     app.include_router(agents_router)
     app.include_router(dashboard_router)
+    app.include_router(dashboard_decks_router)
     return app
 
 

@@ -10,7 +10,7 @@ import asyncio
 from typing import Any
 
 from deckyard.db import Database
-from deckyard.jobs import JobContext, JobStatus, Runtime
+from deckyard.jobs import EnqueueSpec, JobContext, JobStatus, Runtime
 from tests.helpers.eventually import eventually
 from tests.helpers.runtime import fast_settings
 
@@ -90,3 +90,60 @@ async def test_a_suspended_parent_keeps_its_lease_and_is_cancelled_at_once(db: D
         assert done.status == JobStatus.CANCELLED
         assert kid.status == JobStatus.CANCELLED
         assert worker.occupied == 0 and not worker.suspended
+
+
+async def test_a_suspended_parents_deadline_ends_it_though_no_slot_is_free(db: Database) -> None:
+    rt = make_runtime(db)
+    kid_started = asyncio.Event()
+    go_on = asyncio.Event()
+
+    @rt.handler("child", queue="q")
+    async def child(ctx: JobContext) -> None:
+        kid_started.set()
+        await go_on.wait()
+
+    @rt.handler("parent", queue="q")
+    async def parent(ctx: JobContext) -> None:
+        kid = await rt.enqueue("child", parent_id=ctx.id)
+        await ctx.wait_released(rt.wait(kid.id))
+
+    worker = rt.worker(["q"], concurrency=1)
+    async with rt:
+        top = await rt.enqueue("parent", deadline=1.0)
+        await asyncio.wait_for(kid_started.wait(), 10)
+        done = await rt.wait(top.id, timeout=10)  # the child still holds the only slot
+        assert (done.status, done.error_code) == (JobStatus.FAILED, "DEADLINE_EXCEEDED")
+        assert worker.occupied == 1 and not worker.suspended
+        go_on.set()
+    assert worker.stats.most_occupied == 1
+
+
+async def test_past_the_bound_a_parent_waits_in_its_slot(db: Database) -> None:
+    rt = make_runtime(db, job_max_suspended=1)
+    lent: list[bool] = []
+    both_waiting = asyncio.Event()
+
+    @rt.handler("child", queue="q")
+    async def child(ctx: JobContext) -> int:
+        await both_waiting.wait()
+        return int(ctx.payload["n"])
+
+    @rt.handler("parent", queue="q")
+    async def parent(ctx: JobContext) -> int:
+        kid = await rt.enqueue("child", {"n": ctx.payload["n"]}, parent_id=ctx.id)
+        async with ctx.slot_released() as released:
+            lent.append(released)
+            if len(lent) == 2:
+                both_waiting.set()
+            done = await rt.wait(kid.id)
+        return int(done.result)
+
+    worker = rt.worker(["q"], concurrency=2)
+    async with rt:
+        parents = await rt.enqueue_many(
+            [EnqueueSpec("parent", {"n": n}, queue="q") for n in range(2)]
+        )
+        ended = [await rt.wait(p.id, timeout=30) for p in parents]
+    assert [j.result for j in ended] == [0, 1]
+    assert worker.stats.most_suspended == 1 and worker.stats.most_occupied <= 2
+    assert sorted(lent) == [False, True]  # the second waited in its slot; the first's ran a child

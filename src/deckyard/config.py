@@ -190,6 +190,12 @@ class Settings(BaseSettings):
         1, ge=0, le=64, description="Document contexts kept warm beyond one per slot."
     )
     renderer_tab_reset_timeout_seconds: float = Field(2.0, gt=0)
+    renderer_inline_extract_min_bytes: int = Field(
+        32 * 1024,
+        ge=1,
+        description="A document's base64 `data:` fonts and `<img>` images at least this long are "
+        "served to its page from its own origin instead of being parsed out of the HTML.",
+    )
 
     # --- render control plane --------------------------------------------------------------
     renderer_urls: list[str] = Field(default_factory=list)

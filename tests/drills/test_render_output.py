@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import struct
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -63,6 +64,19 @@ def test_device_scale_two_doubles_the_pixels(renderer: RendererProcess) -> None:
     assert image[:2] == (640, 400)
     assert pixel(image, 180, 120) == (255, 0, 0)
     assert pixel(image, 450, 110) == (0, 0, 255)
+
+
+def test_webp_at_scale_two_has_device_pixels_too(renderer: RendererProcess) -> None:
+    response = render(renderer, document=BOX_PAGE, width=320, height=200, scale=2, format="webp")
+    assert response.status_code == 200, response.text
+    data = response.content
+    if data[12:16] == b"VP8X":  # extended header: canvas size minus one, 24-bit little-endian
+        size = (int.from_bytes(data[24:27], "little") + 1, int.from_bytes(data[27:30], "little") + 1)
+    else:
+        assert data[12:16] == b"VP8 " and data[23:26] == b"\x9d\x01\x2a"
+        width, height = struct.unpack("<HH", data[26:30])
+        size = (width & 0x3FFF, height & 0x3FFF)
+    assert size == (640, 400)
 
 
 def test_clip_selector_crops_to_the_element(renderer: RendererProcess) -> None:

@@ -207,7 +207,10 @@ class CaptureSession:
                 print_background=not render.omit_background,
             )
         if render.format == "webp":
-            return await self._webp(page, clip)
+            return await self._cdp_capture(page, clip)
+        if render.format == "png" and self._tab is not None and not render.full_page:
+            if clip is None:
+                return await self._cdp_capture(page, None)
         return await page.screenshot(
             type=render.format,
             quality=render.quality if render.format == "jpeg" else None,
@@ -217,7 +220,14 @@ class CaptureSession:
             timeout=0,
         )
 
-    async def _webp(self, page: Page, clip: dict[str, float] | None) -> bytes:
+    async def _cdp_capture(self, page: Page, clip: dict[str, float] | None) -> bytes:
+        """`Page.captureScreenshot` straight over CDP: webp, and viewport PNGs of a tab.
+
+        Playwright's screenshot has no webp, and for a PNG of the viewport it adds driver round
+        trips (a fonts wait the settle step already did, caret hiding) to the same call; here a
+        PNG is encoded with `optimizeForSpeed` (faster zlib settings, same pixels, a larger
+        file). Leak: the caret of a focused text field is not hidden, as it is in a URL render.
+        """
         render = self._render
         if self._tab is not None:
             cdp: CDPSession = self._tab.cdp
@@ -227,15 +237,32 @@ class CaptureSession:
         if render.omit_background:
             transparent = {"color": {"r": 0, "g": 0, "b": 0, "a": 0}}
             await cdp.send("Emulation.setDefaultBackgroundColorOverride", transparent)
-        params: dict[str, Any] = {"format": "webp", "captureBeyondViewport": render.full_page}
+        params: dict[str, Any] = {
+            "format": render.format,
+            "captureBeyondViewport": render.full_page,
+        }
+        if render.format == "png":
+            params["optimizeForSpeed"] = True
         if render.quality is not None:
             params["quality"] = render.quality
+        # The clip's scale is the render's: this CDP session is not the one Playwright set the
+        # device scale on, so a capture at scale 1 here would come out in CSS pixels.
+        scale = render.scale
         if clip is not None:
-            params["clip"] = {**clip, "scale": 1}
+            params["clip"] = {**clip, "scale": scale}
         elif render.full_page:
             width = max(self._collector.document_width or 0, render.width)
             height = max(self._collector.document_height or 0, render.height)
-            params["clip"] = {"x": 0, "y": 0, "width": width, "height": height, "scale": 1}
+            params["clip"] = {"x": 0, "y": 0, "width": width, "height": height, "scale": scale}
+        else:
+            view = (await cdp.send("Page.getLayoutMetrics"))["cssVisualViewport"]
+            params["clip"] = {
+                "x": view["pageX"],
+                "y": view["pageY"],
+                "width": render.width,
+                "height": render.height,
+                "scale": scale,
+            }
         try:
             result = await cdp.send("Page.captureScreenshot", params)
         finally:

@@ -4,7 +4,9 @@ Listeners record console errors, uncaught exceptions and failed requests as they
 egress proxy and the document router report blocked requests; one script run after the page
 settles awaits `document.fonts.ready` and lists broken images, fonts that failed to load,
 elements overflowing the viewport and text drawn in (nearly) its background's colour (one round
-trip to the page instead of two).
+trip to the page instead of two). The script lays the page out first, then waits for
+`document.fonts.ready` and for every loaded image to be decoded: the capture follows signals, not
+a fixed delay.
 Every list is capped at `renderer_diagnostics_max_items` entries of at most
 `renderer_diagnostics_max_chars` characters, and `truncated` says when something was dropped.
 """
@@ -21,7 +23,12 @@ from deckyard.render.protocol import Diagnostics, RequestProblem, Timings
 _BLOCKED_BY_US = "net::ERR_BLOCKED_BY_CLIENT"
 
 INSPECT_SCRIPT = """async ([scanLimit, maxItems, minContrast]) => {
+  // Lay out first, so every font the page uses has been asked for before fonts.ready is read.
+  void document.documentElement.getBoundingClientRect();
   await document.fonts.ready;
+  await Promise.all(Array.from(document.images)
+    .filter((img) => img.complete && img.naturalWidth > 0)
+    .map((img) => img.decode().catch(() => null)));
   const parse = (c) => {
     const m = c && c.match(/rgba?\\(([^)]+)\\)/);
     if (!m) return null;
@@ -134,6 +141,8 @@ class DiagnosticsCollector:
         self.document_width: int | None = None
         self.document_height: int | None = None
         self.navigation_blocked: str | None = None
+        self.aliases: dict[str, str] = {}
+        """URL -> the name to report it under (a served `data:` URI shows as that URI)."""
 
     def _cut(self, text: str) -> str:
         if len(text) > self._max_chars:
@@ -147,10 +156,13 @@ class DiagnosticsCollector:
             return False
         return True
 
+    def _shown(self, url: str) -> str:
+        return self._cut(self.aliases.get(url, url))
+
     def add_blocked(self, url: str, reason: str) -> None:
         """Record a request the renderer refused."""
         if self._room(self.blocked):
-            self.blocked.append(RequestProblem(url=self._cut(url), reason=self._cut(reason)))
+            self.blocked.append(RequestProblem(url=self._shown(url), reason=self._cut(reason)))
 
     def block_navigation(self, url: str, reason: str) -> None:
         """Record that the document tried to replace itself by loading `url`."""
@@ -175,7 +187,7 @@ class DiagnosticsCollector:
         failure = request.failure or "failed"
         if _BLOCKED_BY_US in failure or not self._room(self.failed):
             return
-        self.failed.append(RequestProblem(url=self._cut(request.url), reason=self._cut(failure)))
+        self.failed.append(RequestProblem(url=self._shown(request.url), reason=self._cut(failure)))
 
     def attach(self, page: Page) -> None:
         """Start listening to the page's console, exceptions and failed requests."""
@@ -201,7 +213,7 @@ class DiagnosticsCollector:
         ):
             for item in found[key]:
                 if self._room(target):
-                    target.append(self._cut(str(item)))
+                    target.append(self._shown(str(item)))
 
     def build(self, timings: Timings) -> Diagnostics:
         """The diagnostics gathered so far."""

@@ -37,10 +37,10 @@ from playwright.async_api import Error as PlaywrightError
 from deckyard.config import Settings
 from deckyard.render.protocol import RenderInput
 from deckyard.render.renderer.browser.diagnostics import DiagnosticsCollector
+from deckyard.render.renderer.browser.inline_files import DOCUMENT_URL, extract_inline_files
 from deckyard.render.renderer.browser.pool import NO_PEER_NETWORK_SCRIPT, BrowserHandle
 from deckyard.render.renderer.proxy import EgressProxy
 
-DOCUMENT_URL = "http://document.deckyard.invalid/"
 DOCUMENT_HOST = "document.deckyard.invalid"
 DOCUMENT_ORIGIN = "http://document.deckyard.invalid"
 NO_NETWORK = "network access is disabled for document renders"
@@ -99,6 +99,7 @@ class DocumentTab:
         self._collector: DiagnosticsCollector | None = None
         self._document = ""
         self._files: dict[str, bytes] = {}
+        self._inline: dict[str, tuple[bytes, str]] = {}
         self._proxy = EgressProxy(None, self._on_blocked, quiet_hosts=frozenset({DOCUMENT_HOST}))
         self._context: BrowserContext | None = None
         self._page: Page | None = None
@@ -152,6 +153,7 @@ class DocumentTab:
         self._collector = None
         self._document = ""
         self._files = {}
+        self._inline = {}
 
     async def prepare(self, render: RenderInput) -> None:
         """Apply the render's viewport and media, skipping what the tab already has."""
@@ -166,8 +168,18 @@ class DocumentTab:
             self._media = render.media
 
     async def load(self, render: RenderInput) -> None:
-        """Write the render's document into the parked page and wait as asked."""
-        self._document = render.document or ""
+        """Write the render's document into the parked page and wait as asked.
+
+        Large `data:` fonts and images are served from the document's origin during this
+        render instead of being parsed out of the HTML (`inline_files.py`).
+        """
+        extracted = extract_inline_files(
+            render.document or "", self._settings.renderer_inline_extract_min_bytes
+        )
+        self._document = extracted.document
+        self._inline = extracted.files
+        if self._collector is not None:
+            self._collector.aliases.update(extracted.shown_as)
         self._files = {
             path: base64.b64decode(data, validate=True)
             for path, data in (render.files or {}).items()
@@ -195,10 +207,13 @@ class DocumentTab:
             return
 
     def _bundled(self, url: str) -> tuple[bytes, str] | None:
-        """The bundle file a same-origin URL names, with its content type, if there is one."""
-        if not self._files or not url.startswith(DOCUMENT_URL):
+        """The bundle or extracted file a same-origin URL names, with its content type."""
+        if not (self._files or self._inline) or not url.startswith(DOCUMENT_URL):
             return None
         path = unquote(urlsplit(url).path.lstrip("/"))
+        inline = self._inline.get(path)
+        if inline is not None:
+            return inline
         body = self._files.get(path)
         if body is None:
             return None

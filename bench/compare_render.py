@@ -186,7 +186,7 @@ def free_port() -> int:
 class Serve:
     """A Lite `deckyard serve` on a fresh data dir, with a token for workspace `bench`."""
 
-    def __init__(self, renderers: int) -> None:
+    def __init__(self, renderers: int, command: list[str] | None = None) -> None:
         self.tmp = tempfile.mkdtemp(prefix="dycmp-serve-")
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -208,7 +208,7 @@ class Serve:
             raise RuntimeError(f"deckyard token create failed: {tok.stderr.strip()[-300:]}")
         self.token = tok.stdout.strip().split()[-1]
         self.proc = subprocess.Popen(
-            [DECKYARD, "serve", "--port", str(self.port)],
+            [*(command or [DECKYARD]), "serve", "--port", str(self.port)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             env=self.env,

@@ -7,7 +7,10 @@ one at a time, cycling through the pages; p50 / p95 / max of the wall time per r
 
 With `--hops` it also prints where one validation's time goes, median per hop, from the
 timestamps the server already stores (the screenshot job, its render request and attempt, read
-from the Lite SQLite file after the run) and the renderer's own phase timings.
+from the Lite SQLite file after the run) and the renderer's own phase timings. A validation
+forgets those rows once it answered, so for `--hops` the server runs with that clean-up
+reduced to deleting the artefact (`--serve-keeping-rows`, below): the rows it would delete are
+left for this script to read, which costs the server two write transactions less per request.
 
     .venv/bin/python bench/validate_latency.py --requests 60 [--hops]
 """
@@ -97,9 +100,7 @@ def hops(db: Path, first_job: int, sent: list[tuple[float, float]]) -> list[tupl
     for (t_send, t_answer), row in zip(sent, rows, strict=False):
         _id, j_new, j_start, j_end, result, r_new, r_end, a_new, _a_receipt, _a_end = row
         timings: dict[str, Any] = (
-            (json.loads(result) or {}).get("diagnostics", {}).get("timings", {})
-            if result
-            else {}
+            (json.loads(result) or {}).get("diagnostics", {}).get("timings", {}) if result else {}
         )
         marks = [_instant(x) for x in (j_new, j_start, r_new, a_new)]
         if None in marks or _instant(r_end) is None or _instant(j_end) is None:
@@ -143,7 +144,8 @@ def main() -> None:
     parser.add_argument("--hops", action="store_true", help="print the median time per hop")
     args = parser.parse_args()
     zips = page_zips()
-    serve = Serve(renderers=1)
+    keeping = [sys.executable, str(Path(__file__).resolve()), "--serve-keeping-rows"]
+    serve = Serve(renderers=1, command=keeping if args.hops else None)
     try:
         serve.wait_healthy()
         serve.wait_renderer()
@@ -180,5 +182,24 @@ def main() -> None:
         serve.stop()
 
 
+def serve_keeping_rows() -> None:
+    """`deckyard ...` with `RenderService.discard` deleting only the artefact (for `--hops`)."""
+    from deckyard.cli import main as cli_main
+    from deckyard.render.control.service import RenderService
+
+    async def discard_artifact_only(self: RenderService, job_id: int) -> None:
+        job = await self.runtime.get(job_id)
+        key = job.result.get("artifact_key") if job and isinstance(job.result, dict) else None
+        if isinstance(key, str):
+            await self.store.delete(key)
+
+    RenderService.discard = discard_artifact_only  # type: ignore[method-assign]
+    sys.argv = ["deckyard", *sys.argv[2:]]
+    cli_main()
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--serve-keeping-rows"]:
+        serve_keeping_rows()
+    else:
+        main()

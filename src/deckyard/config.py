@@ -190,6 +190,13 @@ class Settings(BaseSettings):
         1, ge=0, le=64, description="Document contexts kept warm beyond one per slot."
     )
     renderer_tab_reset_timeout_seconds: float = Field(2.0, gt=0)
+    renderer_changes_max_wait_seconds: float = Field(
+        1.0,
+        gt=0,
+        le=30,
+        description="Longest a `GET /v1/changes` long-poll is held open (it also delays a "
+        "renderer's graceful stop by at most this much).",
+    )
     renderer_inline_extract_min_bytes: int = Field(
         32 * 1024,
         ge=1,

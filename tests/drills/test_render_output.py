@@ -71,7 +71,8 @@ def test_webp_at_scale_two_has_device_pixels_too(renderer: RendererProcess) -> N
     assert response.status_code == 200, response.text
     data = response.content
     if data[12:16] == b"VP8X":  # extended header: canvas size minus one, 24-bit little-endian
-        size = (int.from_bytes(data[24:27], "little") + 1, int.from_bytes(data[27:30], "little") + 1)
+        width, height = (int.from_bytes(data[i : i + 3], "little") + 1 for i in (24, 27))
+        size = (width, height)
     else:
         assert data[12:16] == b"VP8 " and data[23:26] == b"\x9d\x01\x2a"
         width, height = struct.unpack("<HH", data[26:30])

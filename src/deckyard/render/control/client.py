@@ -94,6 +94,15 @@ class Rejection:
         return is_retryable(self.code)
 
 
+@dataclass(frozen=True)
+class Changes:
+    """A renderer's count of finished attempts, its busy slots and its epoch."""
+
+    count: int
+    busy: int
+    epoch: str
+
+
 class ArtifactMismatch(Exception):
     """The downloaded bytes do not match the size or sha256 the renderer promised."""
 
@@ -180,6 +189,24 @@ class RendererClient:
         try:
             return [Receipt.model_validate(r) for r in resp.json()["receipts"]]
         except (ValueError, KeyError, TypeError, ValidationError):
+            return None
+
+    async def changes(self, url: str, secret: str, after: int, wait: float) -> Changes | None:
+        """Long-poll the renderer's count of finished attempts (`GET /v1/changes`).
+
+        Answers once the count passes `after` or `wait` seconds went by; None when the
+        renderer did not answer (the timed receipt poll still covers it).
+        """
+        params = {"after": str(after), "wait": f"{wait:g}"}
+        resp = await self._call(
+            url, secret, "GET", "/v1/changes", params=params, timeout=self._timeout + wait
+        )
+        if resp is None or resp.status_code != 200:
+            return None
+        try:
+            data = resp.json()
+            return Changes(int(data["changes"]), int(data["busy"]), str(data["epoch"]))
+        except (ValueError, KeyError, TypeError):
             return None
 
     async def artifact(self, url: str, secret: str, key: str, size: int, sha256: str) -> bytes:

@@ -7,12 +7,15 @@ Four loops on `Loop`, each silent while there is nothing to do:
 - `render.dispatch` wakes on new, requeued or cancelled requests, admits due ones under the
   admission lock and posts them to their renderers;
 - `render.receipts` polls live attempts in batches, renews leases from real receipts, stops
-  cancelled or overdue requests and commits results;
+  cancelled or overdue requests and commits results; while a renderer runs our attempts, one
+  long-poll of its `GET /v1/changes` pokes this loop the moment an attempt ends there, so a
+  result is fetched without waiting for the next timed poll;
 - `render.recovery` sleeps until the nearest lease expiry and then releases what expired.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import datetime
@@ -76,6 +79,8 @@ class Coordinator:
         )
         self.epoch_reconciled = 0
         self.recovered = 0
+        self._watchers: dict[str, asyncio.Task[None]] = {}
+        self._submitted: dict[str, int] = {}
         self.name_clashes = 0
         s = settings
         self.probe_loop = Loop.configured(
@@ -114,9 +119,13 @@ class Coordinator:
             loop.start()
 
     async def stop(self) -> None:
-        """Stop every loop, wait for result commits in flight, close connections."""
+        """Stop every loop and change long-poll, wait for result commits, close connections."""
         for loop in self.loops:
             await loop.stop()
+        watchers, self._watchers = list(self._watchers.values()), {}
+        for task in watchers:
+            task.cancel()
+        await asyncio.gather(*watchers, return_exceptions=True)
         await self.receipts.stop()
         await self.client.aclose()
 
@@ -250,6 +259,8 @@ class Coordinator:
             "timeout_seconds": item.attempt.timeout_seconds,
         }
         answer = await self.client.submit(source.url, source.secret, body)
+        if answer is not None and not isinstance(answer, Rejection):
+            self._watch(source.name)
         if answer is None or not isinstance(answer, Rejection):
             return
         busy = answer.code == RenderErrorCode.NO_FREE_SLOT.value
@@ -266,6 +277,37 @@ class Coordinator:
                 now=self.clock.now(),
                 refund=busy,
             )
+
+    def _watch(self, name: str) -> None:
+        """Keep one change long-poll open to renderer `name` while it runs our attempts."""
+        self._submitted[name] = self._submitted.get(name, 0) + 1
+        task = self._watchers.get(name)
+        if task is None or task.done():
+            self._watchers[name] = asyncio.create_task(
+                self._watch_changes(name), name=f"render.changes:{name}"
+            )
+
+    async def _watch_changes(self, name: str) -> None:
+        """Run a receipt pass as soon as the renderer says an attempt ended (no timed wait).
+
+        Ends when the renderer has nothing running and nothing was posted since the call
+        began, or when it does not answer: the timed receipt poll is the fallback either way.
+        """
+        seen, epoch = -1, None
+        wait = self.settings.renderer_changes_max_wait_seconds
+        while True:
+            source = self.sources.get(name)
+            if source is None:
+                return
+            posted = self._submitted.get(name, 0)
+            answer = await self.client.changes(source.url, source.secret, seen, wait)
+            if answer is None:
+                return
+            if epoch is not None and (answer.epoch != epoch or answer.count > seen):
+                self.receipt_loop.poke()
+            seen, epoch = answer.count, answer.epoch
+            if answer.busy == 0 and self._submitted.get(name, 0) == posted:
+                return
 
     # --- receipts and recovery ----------------------------------------------------------------
 

@@ -149,6 +149,17 @@ def create_app(runtime: RendererRuntime) -> FastAPI:
             )
         return {"receipts": [registry.receipt(i).model_dump(mode="json") for i in wanted]}
 
+    @app.get("/v1/changes")
+    async def changes(
+        _body: Signed,
+        after: Annotated[int, Query(ge=-1)] = -1,
+        wait: Annotated[float, Query(ge=0)] = 0.0,
+    ) -> dict[str, Any]:
+        limit = runtime.settings.renderer_changes_max_wait_seconds
+        count = await registry.changes.wait_past(after, min(wait, limit))
+        busy = runtime.settings.renderer_slots - registry.free_slots
+        return {"changes": count, "busy": busy, "epoch": runtime.epoch}
+
     @app.get("/v1/attempts/{attempt_id}")
     async def one_receipt(_body: Signed, attempt_id: str) -> dict[str, Any]:
         return registry.receipt(attempt_id).model_dump(mode="json")

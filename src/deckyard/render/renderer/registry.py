@@ -44,6 +44,7 @@ from deckyard.render.renderer.browser.diagnostics import DiagnosticsCollector
 from deckyard.render.renderer.browser.pool import BrowserHandle, BrowserPool
 from deckyard.render.renderer.browser.tab_pool import TabPool
 from deckyard.render.renderer.browser.tabs import CleanupTimeoutError, DocumentTab
+from deckyard.render.renderer.changes import ChangeFeed
 from deckyard.render.renderer.ssrf import UrlGuard
 
 log = logging.getLogger(__name__)
@@ -107,6 +108,7 @@ class AttemptRegistry:
         self._attempts: dict[str, Attempt] = {}
         self._free = list(range(settings.renderer_slots))
         self._stopping = False
+        self.changes = ChangeFeed()
         self.renderer_id = renderer_id
         self.epoch = epoch
 
@@ -285,6 +287,7 @@ class AttemptRegistry:
         attempt.finished_at = self._clock.monotonic()
         self._free.append(attempt.slot)
         attempt.done.set()
+        self.changes.bump()
 
     async def _cleanup(
         self,

@@ -208,9 +208,9 @@ class CaptureSession:
             )
         if render.format == "webp":
             return await self._cdp_capture(page, clip)
-        if render.format == "png" and self._tab is not None and not render.full_page:
-            if clip is None:
-                return await self._cdp_capture(page, None)
+        viewport = not render.full_page and clip is None
+        if render.format == "png" and self._tab is not None and viewport:
+            return await self._cdp_capture(page, None)
         return await page.screenshot(
             type=render.format,
             quality=render.quality if render.format == "jpeg" else None,

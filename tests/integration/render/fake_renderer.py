@@ -94,6 +94,8 @@ class FakeRenderer:
         if path == "/v1/attempts":
             ids = request.url.params["ids"].split(",")
             return httpx.Response(200, json={"receipts": [self.receipt(i) for i in ids]})
+        if path == "/v1/changes":  # a renderer from before the change long-poll
+            return httpx.Response(404, json={"error": "RENDER_INVALID_INPUT"})
         key = path.split("/")[3]
         if path.endswith("/artifact"):
             if self.attempts.get(key) != "succeeded":

@@ -300,7 +300,11 @@ class Coordinator:
             if source is None:
                 return
             posted = self._submitted.get(name, 0)
-            answer = await self.client.changes(source.url, source.secret, seen, wait)
+            try:
+                answer = await self.client.changes(source.url, source.secret, seen, wait)
+            except Exception:
+                log.exception("change long-poll of renderer %s failed; timed polls go on", name)
+                return
             if answer is None:
                 return
             if epoch is not None and (answer.epoch != epoch or answer.count > seen):

@@ -10,7 +10,7 @@ from deckyard.config import Settings
 from deckyard.decks.compile.documents import CompiledPage, compile_deck
 from deckyard.decks.source.folder import load_deck_folder
 from deckyard.decks.source.limits import DeckLimits
-from tests.drills.support import RendererProcess, decode_png
+from tests.drills.support import RendererProcess, decode_png, ink
 
 pytestmark = pytest.mark.chromium
 
@@ -24,8 +24,12 @@ def limits() -> DeckLimits:
 
 
 def _render(renderer: RendererProcess, page: CompiledPage) -> Image:
-    """The page rendered as its page job does: the document alone, default waits."""
+    """The page rendered as its page job does: the document alone, default waits.
+
+    The deadline is generous: parsing mermaid's 5.5 MB bundle takes seconds on a busy machine.
+    """
     body = {"document": page.document, "width": page.width, "height": page.height}
+    body["timeout_seconds"] = 120
     response = renderer.client.post("/v1/render", json=body)
     assert response.status_code == 200, response.text
     return decode_png(response.content)
@@ -50,3 +54,44 @@ def test_a_mermaid_fence_is_drawn_as_a_diagram_not_shown_as_code(
     assert image[:2] == (1920, 1080)
     assert _count(image, (40, 37, 61)) > 1000  # mermaid's node outlines
     assert _count(image, (243, 245, 248), tolerance=1) < 100  # no code block (~10^5 px)
+
+
+SIZED_DECK = """---
+marp: true
+theme: uncover
+width: {width}
+height: {height}
+paginate: true
+footer: a footer
+---
+
+## A list and code
+
+- First point with `inline code`
+- Second point, a little longer to see how it wraps across the slide width
+- 日本語のテキスト and emoji :tada:
+
+```js
+const sum = (a, b) => a + b;
+```
+
+| Name | Value |
+|------|-------|
+| a    | 1     |
+"""
+
+
+def test_a_builtin_theme_looks_the_same_at_1280x720_and_1920x1080(
+    renderer: RendererProcess, limits: DeckLimits, tmp_path: Path
+) -> None:
+    ink_share = []
+    for width, height in ((1280, 720), (1920, 1080)):
+        talk = tmp_path / f"talk-{width}.md"
+        talk.write_text(SIZED_DECK.format(width=width, height=height))
+        [page] = compile_deck(load_deck_folder(talk, limits), limits)
+        image = _render(renderer, page)
+        assert image[:2] == (width, height)
+        ink_share.append(ink(image) / (width * height))
+    small, large = ink_share
+    assert small > 0.01  # text, code and table were drawn
+    assert abs(small - large) / large < 0.2, ink_share  # type scales with the slide

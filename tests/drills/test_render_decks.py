@@ -10,7 +10,8 @@ from deckyard.config import Settings
 from deckyard.decks.compile.documents import CompiledPage, compile_deck
 from deckyard.decks.source.folder import load_deck_folder
 from deckyard.decks.source.limits import DeckLimits
-from tests.drills.support import RendererProcess, decode_png, ink
+from tests.drills.support import RendererProcess, decode_png, ink, pixel
+from tests.helpers.reveal import reveal_deck
 
 pytestmark = pytest.mark.chromium
 
@@ -95,3 +96,18 @@ def test_a_builtin_theme_looks_the_same_at_1280x720_and_1920x1080(
     small, large = ink_share
     assert small > 0.01  # text, code and table were drawn
     assert abs(small - large) / large < 0.2, ink_share  # type scales with the slide
+
+
+def test_a_reveal_js_deck_renders_each_slide_through_reveal_js_with_its_theme(
+    renderer: RendererProcess, limits: DeckLimits, tmp_path: Path
+) -> None:
+    deck = load_deck_folder(reveal_deck(tmp_path / "talk"), limits)
+    pages = compile_deck(deck, limits)
+    assert len(pages) == 4
+    images = [_render(renderer, page) for page in pages]
+    assert all(image[:2] == (960, 700) for image in images)
+    black, coloured = (25, 25, 25), (29, 53, 87)  # the black theme; data-background-color
+    assert pixel(images[0], 10, 10) == black and pixel(images[3], 10, 10) == coloured
+    assert all(_count(image, (255, 255, 255), tolerance=20) > 500 for image in images)
+    assert _count(images[2], (220, 80, 40), tolerance=40) > 150 * 150  # the data-src image
+    assert _count(images[1], (220, 80, 40), tolerance=40) == 0  # each PNG its own slide

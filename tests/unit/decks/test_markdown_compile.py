@@ -9,13 +9,19 @@ from pathlib import Path
 import pytest
 
 from deckyard.decks import diagrams
-from deckyard.decks.compile.documents import compile_deck, compile_deck_report, compile_page
+from deckyard.decks.compile.documents import (
+    compile_deck,
+    compile_deck_report,
+    compile_page,
+    compile_print_document,
+)
 from deckyard.decks.compile.themes import expand_theme
 from deckyard.decks.errors import CompileErrorCode, DeckSourceError
 from deckyard.decks.source.folder import load_deck_folder
 from deckyard.decks.source.limits import DeckLimits
 from deckyard.decks.source.zip_archive import load_deck_zip
 from tests.helpers.decks import PNG_1PX, MakeDeck
+from tests.helpers.reveal import reveal_deck
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "markdown_decks"
 
@@ -144,24 +150,58 @@ def test_a_folder_without_deck_toml_points_at_its_markdown_file(
     assert "give the file" in excinfo.value.message and "talk.md" in excinfo.value.message
 
 
-REVEAL_HTML = Path(__file__).parents[2] / "fixtures" / "reveal_html"
+REVEAL_PAGE = """<!doctype html>
+<html><head><title>x</title></head>
+<body>
+  <div class="reveal">
+    <div class="slides">
+      <section>Slide 1</section>
+    </div>
+  </div>
+</body></html>
+"""
 
 
-def test_a_reveal_js_html_deck_is_refused_naming_the_framework_and_the_alternative(
+def test_a_reveal_js_deck_as_one_page_of_a_deck_is_refused_naming_the_alternative(
     make_deck: MakeDeck, limits: DeckLimits
 ) -> None:
-    page = (REVEAL_HTML / "index.html").read_text().replace('<link rel="stylesheet"', "<!--")
-    page = page.replace('.css">', '.css" -->').replace('<script src="dist/reveal.js"></script>', "")
-    report = compile_deck_report(make_deck({"index.html": page}), limits)
-    assert [(p.code, p.line) for p in report.problems] == [(CompileErrorCode.FRAMEWORK_DECK, 12)]
+    report = compile_deck_report(make_deck({"index.html": REVEAL_PAGE}), limits)
+    assert [(p.code, p.line) for p in report.problems] == [(CompileErrorCode.FRAMEWORK_DECK, 5)]
     assert "whole reveal.js deck" in report.problems[0].message
-    assert "deckyard render talk.md" in report.problems[0].message
+    assert "deckyard render deck/" in report.problems[0].message
 
 
-def test_a_reveal_js_folder_says_what_to_do(limits: DeckLimits) -> None:
-    with pytest.raises(DeckSourceError) as excinfo:
-        load_deck_folder(REVEAL_HTML, limits)
-    assert "reveal.js HTML deck" in excinfo.value.message
+def test_a_reveal_js_folder_is_a_deck_of_its_slides_each_shown_through_reveal_js(
+    tmp_path: Path, limits: DeckLimits
+) -> None:
+    deck = load_deck_folder(reveal_deck(tmp_path / "talk"), limits)
+    assert [p.name for p in deck.pages] == ["slide-01", "slide-02", "slide-03", "slide-04"]
+    assert (deck.width, deck.height) == (960, 700)
+    assert deck.manifest.title == "reveal.js fixture"
+    assert [w.describe() for w in deck.warnings] == [
+        "index.html:15 (slide 2): fragments show at once",
+        "index.html: vertical slides are shown in order",
+    ]
+    report = compile_deck_report(deck, limits)
+    assert report.problems == []
+    third = report.pages[2].document
+    assert "const at = [1, 1];" in third and "Reveal.slide(at[0], at[1])" in third
+    assert third.index("const at =") > third.index('<script src="data:text/javascript')
+    assert "\n.reveal .slides" in third or ".reveal .slides {" in third  # the theme unscoped
+    assert '.slide[data-page="slide-03"] .reveal' not in third
+    assert 'data-src="data:image/png;base64,' in third  # lazy images inlined too
+    printed = compile_print_document(deck, limits)
+    assert "overrides.view = 'print'" in printed and "const at = null;" in printed
+    assert printed.count("<section") == 5 and 'data-page=' not in printed
+
+
+def test_a_reveal_js_deck_without_the_classic_script_says_which_to_load(
+    tmp_path: Path, limits: DeckLimits
+) -> None:
+    (tmp_path / "index.html").write_text(REVEAL_PAGE)
+    report = compile_deck_report(load_deck_folder(tmp_path, limits), limits)
+    assert [p.code for p in report.problems] == [CompileErrorCode.FRAMEWORK_DECK]
+    assert '<script src="dist/reveal.js">' in report.problems[0].message
 
 
 def test_one_page_compiles_to_the_same_document_as_in_the_whole_deck(
@@ -245,3 +285,15 @@ def test_a_mermaid_fence_carries_the_vendored_mermaid_bundle_inline(
     assert bundle is not None and f"<script>{bundle}</script>" in with_diagram.document
     assert "mermaid.run(" in with_diagram.document and "<script src" not in with_diagram.document
     assert "<script>" not in without.document
+
+
+def test_a_zip_of_a_reveal_js_folder_is_the_same_deck(tmp_path: Path, limits: DeckLimits) -> None:
+    folder = reveal_deck(tmp_path / "talk")
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for file in sorted(folder.rglob("*")):
+            if file.is_file():
+                archive.write(file, f"talk/{file.relative_to(folder).as_posix()}")
+    zipped = load_deck_zip(buffer.getvalue(), limits)
+    assert zipped.pages == load_deck_folder(folder, limits).pages
+    assert "assets/dist/reveal.js" in zipped.assets

@@ -21,6 +21,7 @@ from deckyard.decks.diagrams import MERMAID_CLASS, mermaid_scripts
 from deckyard.decks.errors import CompileError, CompileErrorCode, CompileProblem
 from deckyard.decks.source.deck_source import DeckSource, PageKind, PageSource
 from deckyard.decks.source.limits import DeckLimits
+from deckyard.decks.source.reveal_html import print_page
 
 _FONT_FORMATS = {".woff2": "woff2", ".woff": "woff", ".ttf": "truetype", ".otf": "opentype"}
 
@@ -235,11 +236,37 @@ def compile_page(deck: DeckSource, name: str, limits: DeckLimits) -> CompiledPag
     return compiled
 
 
+def _reveal_print_document(deck: DeckSource, page: PageSource, limits: DeckLimits) -> str:
+    """A reveal.js deck's print document: the deck once, in reveal.js's print view."""
+    resolver = AssetResolver(deck.assets, deck.other_files)
+    part = compile_part(page, resolver, limits)
+    if part.problems:
+        raise CompileError(part.problems)
+    css = (
+        f"@page {{ size: {deck.width}px {deck.height}px; margin: 0; }}\n"
+        "html, body { margin: 0; padding: 0; }\n" + part.css
+    )
+    return (
+        f'<!DOCTYPE html>\n<html lang="{deck.manifest.lang}">\n<head>\n<meta charset="utf-8">\n'
+        f"<title>{html.escape(deck.manifest.title)}</title>\n"
+        f'<style data-deckyard="page {part.name}">\n{css}\n</style>\n</head>\n'
+        f"<body>\n{part.body_html}\n</body>\n</html>\n"
+    )
+
+
 def compile_print_document(deck: DeckSource, limits: DeckLimits) -> str:
     """One document with every slide as a printed page of slide size, for PDF export.
 
-    Raises `CompileError` when any page (or the theme) has problems.
+    A reveal.js deck prints through reveal.js's own print view instead. Raises `CompileError`
+    when any page (or the theme) has problems.
     """
+    reveal = print_page(deck.pages[0])
+    if reveal is not None:
+        document = _reveal_print_document(deck, reveal, limits)
+        oversize = _too_large(document, "(print)", limits)
+        if oversize:
+            raise CompileError([oversize])
+        return document
     resolver = AssetResolver(deck.assets, deck.other_files)
     shared = _shared(deck, resolver)
     parts = [compile_part(page, resolver, limits) for page in deck.pages]

@@ -26,25 +26,30 @@ from deckyard.decks.compile.assets import (
 )
 from deckyard.decks.compile.css_scope import CssContext, rewrite_stylesheet, rewrite_values
 from deckyard.decks.compile.markdown import LINE_ATTR, MARKER_TAG
+from deckyard.decks.compile.reveal import REVEAL_SCRIPT, go_to_slide_script
 from deckyard.decks.compile.slide_markdown import render_slide
 from deckyard.decks.errors import CompileErrorCode, CompileProblem
+from deckyard.decks.source.assemble import ASSETS_DIR
 from deckyard.decks.source.deck_source import PageKind, PageSource
 from deckyard.decks.source.limits import DeckLimits
 from deckyard.decks.source.markdown_directives import split_comments
+from deckyard.decks.source.reveal_html import SLIDE_MARK
 
 FORMATTER = HTMLFormatter(
     entity_substitution=EntitySubstitution.substitute_xml, void_element_close_prefix=""
 )
 _URL_ATTRS = ("src", "href", "xlink:href", "poster", "background")
+_REVEAL_URL_ATTRS = ("data-src", "data-background-image", "data-background-video")
 _SRCSET_ATTRS = ("srcset", "imagesrcset")
 _HEAD_KEPT = ("script", "noscript", "template")
 _LINK_TAGS = ("a", "area")
-_MARKDOWN_INSTEAD = (
-    "render its Markdown as a one-file deck (deckyard render talk.md; docs/coming-from.md) "
-    "or put each slide in its own page"
+_REVEAL_INSTEAD = (
+    "give the folder holding its index.html and dist/ as the deck (deckyard render deck/), "
+    "which renders each slide through reveal.js, or render its Markdown as a one-file deck "
+    "(deckyard render talk.md; docs/coming-from.md)"
 )
 _FRAMEWORKS = (
-    ("reveal.js", ".reveal .slides", _MARKDOWN_INSTEAD),
+    ("reveal.js", ".reveal .slides", _REVEAL_INSTEAD),
     ("impress.js", "#impress", "put each step in its own page"),
     (
         "Marp HTML export",
@@ -121,6 +126,11 @@ class _PageCompiler:
         self.problems: list[CompileProblem] = []
         self.css: list[str] = []
         self.origin: tuple[str, int] | None = None
+        mark = SLIDE_MARK.match(page.text) if page.kind is PageKind.HTML else None
+        self.reveal = mark is not None
+        self.reveal_at = (int(mark["h"]), int(mark["v"])) if mark and mark["h"] else None
+        self.base = ASSETS_DIR.rstrip("/") if self.reveal else ""
+        self.url_attrs = _URL_ATTRS + (_REVEAL_URL_ATTRS if self.reveal else ())
         if page.kind is PageKind.MARKDOWN:
             self.origin = split_comments(page.text).source()
             self.source = render_slide(
@@ -144,7 +154,8 @@ class _PageCompiler:
     ) -> None:
         """Scope and inline one stylesheet of this page; `origin` names a linked file."""
         ctx = CssContext(self.resolver, base_dir=base_dir, first_line=1 if origin else line)
-        self.css.append(rewrite_stylesheet(css, ctx, scope_for(self.page.name)))
+        scope = None if self.reveal else scope_for(self.page.name)
+        self.css.append(rewrite_stylesheet(css, ctx, scope))
         for p in ctx.problems:
             message = f"{origin}:{p.line}: {p.message}" if origin else p.message
             self.problem(p.code, message, line if origin else p.line, p.reference)
@@ -153,7 +164,7 @@ class _PageCompiler:
         """Inline the stylesheet a `<link rel=stylesheet>` names."""
         href = str(tag.get("href", ""))
         try:
-            path = self.resolver.asset_path(href)
+            path = self.resolver.asset_path(href, self.base)
         except ReferenceProblem as exc:
             self.problem(exc.code, exc.message, line, href)
             return
@@ -177,12 +188,14 @@ class _PageCompiler:
             if key == "href" and tag.name in _LINK_TAGS and is_hyperlink(value):
                 continue
             try:
-                if key in _URL_ATTRS or (key == "data" and tag.name == "object"):
-                    tag.attrs[name] = self.resolver.resolve(value)
+                if key in self.url_attrs or (key == "data" and tag.name == "object"):
+                    tag.attrs[name] = self.resolver.resolve(value, self.base)
                 elif key in _SRCSET_ATTRS:
                     tag.attrs[name] = resolve_srcset(value, self.resolver)
                 elif key == "style":
-                    ctx = CssContext(self.resolver, first_line=self.locator.line(tag, value))
+                    ctx = CssContext(
+                        self.resolver, base_dir=self.base, first_line=self.locator.line(tag, value)
+                    )
                     tag.attrs[name] = rewrite_values(value, ctx)
                     for p in ctx.problems:
                         self.problem(p.code, p.message, p.line, p.reference)
@@ -206,10 +219,27 @@ class _PageCompiler:
                 )
                 return
 
+    def reveal_slide(self, soup: BeautifulSoup, at: tuple[int, int] | None) -> None:
+        """Add the lines that show slide `at` (every slide, to print: None) after reveal.js."""
+        for tag in soup.find_all("script"):
+            if isinstance(tag, Tag) and REVEAL_SCRIPT.search(str(tag.get("src", ""))):
+                go = soup.new_tag("script")
+                go.string = go_to_slide_script(at)
+                tag.insert_after(go)
+                return
+        self.problem(
+            CompileErrorCode.FRAMEWORK_DECK,
+            "this reveal.js deck loads no reveal.js script; Deckyard runs reveal.js's classic "
+            'bundle: <script src="dist/reveal.js"></script>',
+            1,
+        )
+
     def run(self) -> PagePart:
         """Parse the page and return it as a part with its problems."""
         soup = BeautifulSoup(self.source, "html5lib")
-        if self.page.kind is PageKind.HTML:
+        if self.reveal:
+            self.reveal_slide(soup, self.reveal_at)
+        elif self.page.kind is PageKind.HTML:
             self.framework(soup)
         head_kept: list[Tag] = []
         for tag in list(soup.find_all(True)):
@@ -221,7 +251,7 @@ class _PageCompiler:
                 continue
             if tag.name == "style":
                 text = "".join(str(s) for s in tag.contents if isinstance(s, NavigableString))
-                self.stylesheet(text, self.locator.line(tag))
+                self.stylesheet(text, self.locator.line(tag), self.base)
                 tag.decompose()
                 continue
             rel = tag.get("rel")

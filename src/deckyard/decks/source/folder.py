@@ -29,6 +29,7 @@ from deckyard.decks.source.markdown_file import (
     is_markdown_file,
     markdown_theme_files,
 )
+from deckyard.decks.source.reveal_html import INDEX_FILE, deck_from_reveal_html, is_reveal_html
 
 
 def _read_folder_file(path: Path, relative: str, limits: ZipLimits) -> bytes:
@@ -101,18 +102,46 @@ def load_markdown_file(path: Path, limits: DeckLimits, *, sourced: bool = True) 
 
 
 def _is_reveal_folder(folder: Path) -> bool:
-    index = folder / "index.html"
-    if not index.is_file() or index.stat().st_size > 1_000_000:
+    index = folder / INDEX_FILE
+    if not index.is_file() or index.is_symlink() or index.stat().st_size > 1_000_000:
         return False
-    text = index.read_text(encoding="utf-8", errors="replace")
-    return 'class="reveal"' in text or (folder / "dist" / "reveal.js").is_file()
+    return is_reveal_html(index.read_text(encoding="utf-8", errors="replace"))
+
+
+def _read_tree(folder: Path, limits: ZipLimits) -> dict[str, bytes]:
+    """Every file under `folder` but `node_modules/` and dot files, keyed by relative path."""
+    files: dict[str, bytes] = {}
+    total = 0
+    for dirpath, dirnames, filenames in os.walk(folder):
+        here = Path(dirpath)
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d != "node_modules")
+        for name in dirnames:
+            if (here / name).is_symlink():
+                rel = (here / name).relative_to(folder).as_posix()
+                raise DeckSourceError(Code.SYMLINK, f"{rel} is a symbolic link", file=rel)
+        for name in sorted(filenames):
+            if name.startswith("."):
+                continue
+            rel = (here / name).relative_to(folder).as_posix()
+            files[rel] = _read_folder_file(here / name, rel, limits)
+            total += len(files[rel])
+            check_file_totals(len(files), total, limits)
+    return files
+
+
+def load_reveal_folder(folder: Path, limits: DeckLimits) -> DeckSource:
+    """Load the reveal.js HTML deck in `folder` (`index.html` and the files beside it)."""
+    files = _read_tree(folder, limits.zip)
+    text = decode_text(files[INDEX_FILE], INDEX_FILE)
+    return deck_from_reveal_html(text, files, limits)
 
 
 def load_deck_folder(folder: Path, limits: DeckLimits) -> DeckSource:
     """Load the deck in `folder`; only `deck.toml`, the theme, `pages/` and `assets/` are read.
 
     `folder` may instead be a one-file Markdown deck (`talk.md`), read with the `assets/`
-    folder beside it. Symbolic links anywhere in those are refused, as in a ZIP.
+    folder beside it, or a reveal.js HTML deck (a folder with its `index.html`, no
+    `deck.toml`). Symbolic links anywhere in those are refused, as in a ZIP.
     """
     if folder.is_file() and is_markdown_file(folder.name):
         return load_markdown_file(folder, limits)
@@ -126,12 +155,9 @@ def load_deck_folder(folder: Path, limits: DeckLimits) -> DeckSource:
     manifest_path = folder / MANIFEST_FILE
     if not manifest_path.is_file():
         markdown = sorted(p for p in folder.iterdir() if p.is_file() and is_markdown_file(p.name))
+        if _is_reveal_folder(folder):
+            return load_reveal_folder(folder, limits)
         hint = f"; to render the Markdown deck, give the file: {markdown[0]}" if markdown else ""
-        if not hint and _is_reveal_folder(folder):
-            hint = (
-                "; this is a reveal.js HTML deck, which Deckyard does not run: render its "
-                "Markdown as a one-file deck (deckyard render talk.md, see docs/coming-from.md)"
-            )
         raise missing_manifest(f"in {folder}{hint}")
     data = _read_folder_file(manifest_path, MANIFEST_FILE, limits.zip)
     files = _read_tops(folder, (PAGES_DIR, ASSETS_DIR), limits.zip)

@@ -2,7 +2,8 @@
 
 The archive may hold the deck layout at its root or under one top folder (as made by zipping a
 folder); macOS `__MACOSX/` entries are ignored. An archive without `deck.toml` holding one
-Markdown file (and its `assets/`) is a one-file Markdown deck.
+Markdown file (and its `assets/`) is a one-file Markdown deck; one holding a reveal.js
+`index.html` (and its `dist/`) is a reveal.js HTML deck.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from deckyard.decks.source.markdown_file import (
     is_markdown_file,
     markdown_theme_files,
 )
+from deckyard.decks.source.reveal_html import INDEX_FILE, deck_from_reveal_html, is_reveal_html
 from deckyard.decks.source.zipsafe import read_zip
 
 _SKIPPED_TOP = ("__MACOSX/",)
@@ -60,6 +62,19 @@ def _single_markdown(entries: Mapping[str, bytes]) -> tuple[str, str] | None:
     return (top, markdown[0]) if len(markdown) == 1 else None
 
 
+def _reveal_top(entries: Mapping[str, bytes]) -> str | None:
+    """The folder prefix of a reveal.js HTML deck's `index.html` in a ZIP without deck.toml."""
+    kept = [n for n in entries if not n.startswith(_SKIPPED_TOP)]
+    if any(n == MANIFEST_FILE or n.endswith("/" + MANIFEST_FILE) for n in kept):
+        return None
+    tops = {n.split("/", 1)[0] for n in kept}
+    top = tops.pop() + "/" if len(tops) == 1 and all("/" in n for n in kept) else ""
+    index = entries.get(top + INDEX_FILE)
+    if index is None or not is_reveal_html(index.decode("utf-8", errors="replace")):
+        return None
+    return top
+
+
 def load_deck_zip(data: bytes, limits: DeckLimits) -> DeckSource:
     """Load a deck from ZIP bytes after the checks in `zipsafe.read_zip`."""
     if len(data) > limits.max_body_bytes:
@@ -77,6 +92,10 @@ def load_deck_zip(data: bytes, limits: DeckLimits) -> DeckSource:
             if top + theme in entries:
                 files[theme] = entries[top + theme]
         return deck_from_markdown(text, name, files, limits)
+    top = _reveal_top(entries)
+    if top is not None:
+        files = {k[len(top) :]: v for k, v in entries.items() if k.startswith(top)}
+        return deck_from_reveal_html(decode_text(files[INDEX_FILE], INDEX_FILE), files, limits)
     files = _strip_top_folder(entries)
     manifest = checked_manifest(files[MANIFEST_FILE], files, limits)
     return assemble_deck(manifest, files, limits)

@@ -71,7 +71,7 @@ INSPECT_SCRIPT = """async ([scanLimit, maxItems, minContrast]) => {
   for (let i = 0; i < count && overflow.length < maxItems; i++) {
     const el = all[i];
     const r = el.getBoundingClientRect();
-    if (r.width === 0 && r.height === 0) continue;
+    if (r.width <= 1 && r.height <= 1) continue;  // empty, or visually hidden (screen readers)
     const style = getComputedStyle(el);
     const clipped = style.overflowX !== 'visible' && el.scrollWidth > el.clientWidth + 1;
     const outside = r.right > vw + 1 || r.bottom > vh + 1 || r.left < -1 || r.top < -1;
@@ -88,6 +88,8 @@ INSPECT_SCRIPT = """async ([scanLimit, maxItems, minContrast]) => {
     const text = Array.from(el.childNodes).filter((n) => n.nodeType === 3 && n.data.trim());
     const seen = el.checkVisibility({ opacityProperty: true, visibilityProperty: true });
     if (!text.length || !seen || el.closest('svg, math')) continue;
+    const own = el.getBoundingClientRect();
+    if (own.width <= 1 || own.height <= 1) continue;  // visually hidden (screen readers only)
     const range = document.createRange();
     range.selectNodeContents(text[0]);
     const box = Array.from(range.getClientRects()).find((b) => b.width > 0 && b.height > 0);

@@ -1,0 +1,51 @@
+"""The lines a reveal.js slide's page document runs to show one slide, as decktape does.
+
+They go right after the page's `<script src=…reveal.js>`: `Reveal.initialize` is wrapped so
+the deck's own options get no transitions, no URL hash or history (the document has no URL of
+its own), no fragments (all of a slide shows), no controls or progress bar, and no
+auto-sliding; once reveal.js has started, `Reveal.slide(h, v)` shows the slide. reveal.js
+starts before the page's `load` event (its plugins load from `data:` URIs), so the `load`
+listener moves to the slide before the renderer captures; the `ready` promise covers a deck
+whose start comes later. The print document is one page of the deck in reveal.js's own print
+view (`view: 'print'`), which lays every slide out as a page of the slide's size.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+REVEAL_SCRIPT = re.compile(r"(?:^|/)reveal(?:\.min)?\.js(?:[?#].*)?$")
+"""A `<script src>` that loads reveal.js's classic (non-module) bundle."""
+
+_GO = """
+(() => {
+  const at = %s;
+  const overrides = {
+    hash: false, history: false, respondToHashChanges: false, transition: 'none',
+    backgroundTransition: 'none', fragments: false, controls: false, progress: false,
+    autoSlide: 0, keyboard: false, touch: false, mouseWheel: false, pdfSeparateFragments: false,
+  };
+  if (!at) overrides.view = 'print';
+  const go = () => {
+    if (!Reveal.isReady()) return;
+    if (at) Reveal.slide(at[0], at[1]);
+    document.documentElement.dataset.deckyardSlide = at ? at.join('.') : 'print';
+  };
+  const initialize = Reveal.initialize;
+  Reveal.initialize = (options) => {
+    const ready = initialize.call(Reveal, Object.assign({}, options || {}, overrides));
+    ready.then(go);
+    return ready;
+  };
+  window.addEventListener('load', go);
+})();
+"""
+
+
+def go_to_slide_script(at: tuple[int, int] | None) -> str:
+    """The script (without its element) that shows slide `at` `(h, v)` of the page's deck.
+
+    With `at` None, reveal.js's print view lays out every slide, one per printed page.
+    """
+    return _GO % json.dumps(list(at) if at else None)

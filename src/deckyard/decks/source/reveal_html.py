@@ -1,0 +1,147 @@
+"""Builds a `DeckSource` from a reveal.js HTML deck: an `index.html` and the files beside it.
+
+Rendered the way decktape does: one page per slide, each the whole deck document plus a mark
+naming the slide (`<!--deckyard-slide reveal.js 2 0-->`), which the compiler turns into a few
+lines that initialise reveal.js without transitions, hash or fragments and go to that slide
+through reveal.js's own API (`Reveal.slide(h, v)`). The deck's CSS is not scoped, so its theme
+stays as written. The folder's files become assets under `assets/`, where the page's references
+are resolved. The slides are counted from the markup (`.reveal .slides > section`, nested
+sections as vertical slides); what this cannot see (a `data-markdown` section that reveal.js
+splits at run time) is a warning.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from bs4 import BeautifulSoup
+from bs4.element import Tag
+
+from deckyard.decks.errors import DeckSourceError
+from deckyard.decks.errors import DeckSourceErrorCode as Code
+from deckyard.decks.source.assemble import ASSETS_DIR, assemble_deck, parse_manifest
+from deckyard.decks.source.deck_source import DeckSource, PageKind, PageSource, SourceWarning
+from deckyard.decks.source.limits import DeckLimits
+
+INDEX_FILE = "index.html"
+REVEAL_WIDTH = 960
+REVEAL_HEIGHT = 700
+"""reveal.js's own default slide size, used (as decktape does) unless the deck configures one."""
+SLIDE_MARK = re.compile(r"^<!--deckyard-slide reveal\.js (?:(?P<h>\d+) (?P<v>\d+)|print)-->")
+"""The mark a page of a reveal.js deck starts with: the slide it shows, or `print`: all."""
+
+
+def print_page(page: PageSource) -> PageSource | None:
+    """The page that prints every slide of `page`'s reveal.js deck, None for another page."""
+    mark = SLIDE_MARK.match(page.text) if page.kind is PageKind.HTML else None
+    if mark is None:
+        return None
+    text = "<!--deckyard-slide reveal.js print-->" + page.text[mark.end() :]
+    return page.model_copy(update={"text": text})
+
+
+_SIZE = re.compile(r"\b(?P<key>width|height)\s*:\s*(?P<value>\d{2,5})\b")
+
+
+def is_reveal_html(text: str) -> bool:
+    """Whether the HTML `text` is a reveal.js deck (a `.reveal` holding `.slides`)."""
+    return bool(re.search(r"class=[\"'][^\"']*\breveal\b", text)) and bool(
+        re.search(r"class=[\"'][^\"']*\bslides\b", text)
+    )
+
+
+def _slides(soup: BeautifulSoup) -> list[tuple[int, int, Tag]]:
+    """(h, v, section) of each slide in showing order."""
+    container = soup.select_one(".reveal > .slides")
+    if container is None:
+        return []
+    found: list[tuple[int, int, Tag]] = []
+    stacks = [c for c in container.find_all("section", recursive=False) if isinstance(c, Tag)]
+    for h, stack in enumerate(stacks):
+        inner = [c for c in stack.find_all("section", recursive=False) if isinstance(c, Tag)]
+        for v, section in enumerate(inner or [stack]):
+            found.append((h, v, section))
+    return found
+
+
+def _size(soup: BeautifulSoup) -> dict[str, int]:
+    """The `width`/`height` given to `Reveal.initialize`, else reveal.js's default."""
+    size = {"width": REVEAL_WIDTH, "height": REVEAL_HEIGHT}
+    for script in soup.find_all("script"):
+        text = script.get_text()
+        if "Reveal.initialize" not in text:
+            continue
+        for match in _SIZE.finditer(text.split("Reveal.initialize", 1)[1]):
+            size[match.group("key")] = int(match.group("value"))
+    return size
+
+
+def _warnings(
+    slides: list[tuple[int, int, Tag]], soup: BeautifulSoup, filename: str
+) -> list[SourceWarning]:
+    out: list[SourceWarning] = []
+    for number, (_h, _v, section) in enumerate(slides, start=1):
+        line = section.sourceline
+        if section.has_attr("data-markdown"):
+            out.append(
+                SourceWarning(
+                    file=filename,
+                    line=line,
+                    slide=number,
+                    message="a data-markdown section is counted as one slide and is not split; "
+                    "render its Markdown as a one-file deck (deckyard render talk.md)",
+                )
+            )
+        if section.select_one(".fragment") is not None:
+            out.append(
+                SourceWarning(
+                    file=filename, line=line, slide=number, message="fragments show at once"
+                )
+            )
+    if any(v for _h, v, _s in slides):
+        out.append(SourceWarning(file=filename, message="vertical slides are shown in order"))
+    for script in soup.find_all("script"):
+        if script.get("type") == "module":
+            out.append(
+                SourceWarning(
+                    file=filename,
+                    line=script.sourceline,
+                    message="a module script is not run: load reveal.js with "
+                    '<script src="dist/reveal.js">',
+                )
+            )
+    return out
+
+
+def deck_from_reveal_html(
+    text: str, files: Mapping[str, bytes], limits: DeckLimits, filename: str = INDEX_FILE
+) -> DeckSource:
+    """The reveal.js deck in `text` (its `index.html`) with the `files` beside it."""
+    soup = BeautifulSoup(text, "html5lib")
+    slides = _slides(soup)
+    if not slides:
+        raise DeckSourceError(
+            Code.NO_PAGES, f"{filename}: no <section> slides in .reveal .slides", file=filename
+        )
+    width = max(2, len(str(len(slides))))
+    pages = [
+        PageSource(
+            name=f"slide-{number:0{width}d}",
+            kind=PageKind.HTML,
+            text=f"<!--deckyard-slide reveal.js {h} {v}-->{text}",
+        )
+        for number, (h, v, _section) in enumerate(slides, start=1)
+    ]
+    title = soup.title.get_text().strip() if soup.title else ""
+    raw: dict[str, Any] = {"title": (title or filename)[:300], "slide": _size(soup)}
+    lang = soup.html.get("lang") if soup.html else None
+    if isinstance(lang, str) and re.match(r"^[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8})*$", lang):
+        raw["lang"] = lang
+    manifest = parse_manifest(raw, file=filename, prefix="")
+    assets = {ASSETS_DIR + path: data for path, data in files.items() if path != filename}
+    source = assemble_deck(manifest, assets, limits, manifest_file=filename, extra_pages=pages)
+    return source.model_copy(
+        update={"warnings": [*source.warnings, *_warnings(slides, soup, filename)]}
+    )

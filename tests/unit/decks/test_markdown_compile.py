@@ -192,7 +192,7 @@ def test_a_reveal_js_folder_is_a_deck_of_its_slides_each_shown_through_reveal_js
     assert 'data-src="data:image/png;base64,' in third  # lazy images inlined too
     printed = compile_print_document(deck, limits)
     assert "overrides.view = 'print'" in printed and "const at = null;" in printed
-    assert printed.count("<section") == 5 and 'data-page=' not in printed
+    assert printed.count("<section") == 5 and "data-page=" not in printed
 
 
 def test_a_reveal_js_deck_without_the_classic_script_says_which_to_load(

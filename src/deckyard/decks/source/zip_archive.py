@@ -92,9 +92,9 @@ def load_deck_zip(data: bytes, limits: DeckLimits) -> DeckSource:
             if top + theme in entries:
                 files[theme] = entries[top + theme]
         return deck_from_markdown(text, name, files, limits)
-    top = _reveal_top(entries)
-    if top is not None:
-        files = {k[len(top) :]: v for k, v in entries.items() if k.startswith(top)}
+    reveal = _reveal_top(entries)
+    if reveal is not None:
+        files = {k[len(reveal) :]: v for k, v in entries.items() if k.startswith(reveal)}
         return deck_from_reveal_html(decode_text(files[INDEX_FILE], INDEX_FILE), files, limits)
     files = _strip_top_folder(entries)
     manifest = checked_manifest(files[MANIFEST_FILE], files, limits)

@@ -9,8 +9,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from sqlalchemy import update
+
 from deckyard.db import Database
 from deckyard.jobs import EnqueueSpec, JobContext, JobStatus, Runtime
+from deckyard.jobs.schema import jobs
 from tests.helpers.eventually import eventually
 from tests.helpers.runtime import fast_settings
 
@@ -147,3 +150,37 @@ async def test_past_the_bound_a_parent_waits_in_its_slot(db: Database) -> None:
     assert [j.result for j in ended] == [0, 1]
     assert worker.stats.most_suspended == 1 and worker.stats.most_occupied <= 2
     assert sorted(lent) == [False, True]  # the second waited in its slot; the first's ran a child
+
+
+async def test_a_suspended_parent_that_lost_its_lease_ends_without_a_finish(db: Database) -> None:
+    rt = make_runtime(db)
+    kid_started = asyncio.Event()
+
+    @rt.handler("child", queue="q")
+    async def child(ctx: JobContext) -> None:
+        kid_started.set()
+        await asyncio.Event().wait()
+
+    @rt.handler("parent", queue="q")
+    async def parent(ctx: JobContext) -> str:
+        kid = await rt.enqueue("child", parent_id=ctx.id)
+        await ctx.wait_released(rt.wait(kid.id))
+        return "finished"  # must never be recorded: the lease is gone
+
+    worker = rt.worker(["q"], concurrency=1)
+    async with rt:
+        top = await rt.enqueue("parent")
+        await asyncio.wait_for(kid_started.wait(), 10)
+        assert worker.suspended == {top.id}
+        lost = rt.metrics.lost_cas
+        async with db.write_transaction() as conn:  # another owner took the job over
+            await conn.execute(
+                update(jobs).where(jobs.c.id == top.id).values(lease_owner="someone-else")
+            )
+        await eventually(
+            lambda: asyncio.sleep(0, top.id not in worker.running), what="the parent stopped"
+        )
+        assert rt.metrics.lost_cas == lost + 1 and not worker.suspended
+        row = await rt.get(top.id)
+        assert row is not None and row.status == JobStatus.RUNNING and row.result is None
+        assert row.lease_owner == "someone-else"

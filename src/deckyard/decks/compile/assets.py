@@ -14,10 +14,14 @@ import base64
 import posixpath
 import re
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 from deckyard.decks.errors import CompileErrorCode
 from deckyard.decks.source.deck_source import Asset
+
+if TYPE_CHECKING:
+    from deckyard.decks.compile.css_scope import CssProblem
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 _DRIVE = re.compile(r"^[A-Za-z]:[/\\]")
@@ -48,6 +52,9 @@ class AssetResolver:
         self._outside = outside
         self._uris: dict[str, str] = {}
         self.used: set[str] = set()
+        self.sheets: dict[tuple[str, str], tuple[str, list[CssProblem]]] = {}
+        """Unscoped linked stylesheets already rewritten, by (file, base folder), with their
+        problems: every page of a reveal.js deck links the same theme."""
 
     def asset_path(self, reference: str, base_dir: str = "") -> str | None:
         """The deck path `reference` names, None for a fragment or `data:` URI, else raise."""

@@ -153,10 +153,17 @@ class _PageCompiler:
         self, css: str, line: int, base_dir: str = "", origin: str | None = None
     ) -> None:
         """Scope and inline one stylesheet of this page; `origin` names a linked file."""
-        ctx = CssContext(self.resolver, base_dir=base_dir, first_line=1 if origin else line)
         scope = None if self.reveal else scope_for(self.page.name)
-        self.css.append(rewrite_stylesheet(css, ctx, scope))
-        for p in ctx.problems:
+        key = (origin, base_dir) if origin and scope is None else None
+        known = self.resolver.sheets.get(key) if key else None
+        if known is None:
+            ctx = CssContext(self.resolver, base_dir=base_dir, first_line=1 if origin else line)
+            known = (rewrite_stylesheet(css, ctx, scope), list(ctx.problems))
+            if key:
+                self.resolver.sheets[key] = known
+        rewritten, problems = known
+        self.css.append(rewritten)
+        for p in problems:
             message = f"{origin}:{p.line}: {p.message}" if origin else p.message
             self.problem(p.code, message, line if origin else p.line, p.reference)
 

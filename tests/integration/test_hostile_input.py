@@ -126,9 +126,9 @@ async def test_item13_http_errors_use_the_error_shape(db_url: str) -> None:
         assert r.headers["allow"] == "POST"
         r = await client.put("/v1/jobs/1", headers=alice)
         assert_error_shape(r, 405, "METHOD_NOT_ALLOWED")
-        assert r.headers["allow"] == "GET"
+        assert r.headers["allow"] == "GET, HEAD"
         r = await client.delete("/v1/jobs", headers=alice)
-        assert {m.strip() for m in r.headers["allow"].split(",")} == {"GET"}
+        assert {m.strip() for m in r.headers["allow"].split(",")} == {"GET", "HEAD"}
         r = await client.patch("/v1/decks/1/pages/p", headers=alice)
         assert_error_shape(r, 405, "METHOD_NOT_ALLOWED")
         assert {m.strip() for m in r.headers["allow"].split(",")} >= {"GET", "PUT"}

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers.api import running_app
+from tests.helpers.api import make_token, running_app
 
 
 def resolves(doc: dict[str, Any], ref: str) -> bool:
@@ -34,3 +34,72 @@ async def test_openapi_has_no_dangling_refs(db_url: str) -> None:
         for path, method in (("/v1/decks", "post"), ("/v1/validate", "post"))
     ]
     assert all("$defs" not in json.dumps(b) for b in bodies)
+
+
+def operations(doc: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+    return [
+        (path, method, op)
+        for path, ops in doc["paths"].items()
+        for method, op in ops.items()
+        if method in ("get", "post", "put", "patch", "delete")
+    ]
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+async def test_every_error_answer_is_documented_in_the_error_shape(db_url: str) -> None:
+    async with running_app(db_url, background_loops=False) as (_app, client):
+        doc = (await client.get("/openapi.json")).json()
+    assert "HTTPValidationError" not in json.dumps(doc), "FastAPI's 422 shape is never sent"
+    assert doc["components"]["schemas"]["ErrorBody"]["required"] == ["error"]
+    missing = []
+    for path, method, op in operations(doc):
+        codes = set(op["responses"])
+        expected = {"500", "503"}
+        if path.startswith("/v1/"):
+            expected |= {"401", "403"}
+        if "{" in path:
+            expected.add("404")
+        if method != "get":
+            expected |= {"413", "422", "507"}
+        missing += [f"{method.upper()} {path}: {c}" for c in sorted(expected - codes)]
+        for code, response in op["responses"].items():
+            if int(code) >= 400:
+                schema = response["content"]["application/json"]["schema"]
+                assert schema == {"$ref": "#/components/schemas/ErrorBody"}, (path, code)
+    assert missing == []
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+async def test_every_v1_operation_answers_a_missing_token_with_a_documented_401(
+    db_url: str,
+) -> None:
+    async with running_app(db_url, background_loops=False) as (_app, client):
+        doc = (await client.get("/openapi.json")).json()
+        v1 = [(p, m, op) for p, m, op in operations(doc) if p.startswith("/v1/")]
+        assert len(v1) > 40
+        for path, method, op in v1:
+            url = re.sub(r"\{[^}]+\}", "1", path)
+            r = await client.request(method.upper(), url)
+            assert r.status_code == 401, (method, path, r.status_code, r.text[:200])
+            assert r.json()["error"]["code"] == "UNAUTHENTICATED"
+            assert "401" in op["responses"], (method, path)
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+async def test_head_answers_what_get_would_without_a_body(db_url: str) -> None:
+    async with running_app(db_url, background_loops=False) as (app, client):
+        alice = await make_token(app, "alice")
+        job = await app.state.runtime.enqueue("k", queue="q", workspace_id="alice")
+        for path in ("/v1/jobs", f"/v1/jobs/{job.id}", "/openapi.json", "/healthz"):
+            get = await client.get(path, headers=alice)
+            head = await client.head(path, headers=alice)
+            assert (head.status_code, head.content) == (get.status_code, b""), path
+            assert head.headers["content-type"] == get.headers["content-type"], path
+            assert head.headers["content-length"] == get.headers["content-length"], path
+        # an event stream that would follow a running job ends after its headers
+        head = await client.head(f"/v1/jobs/{job.id}/events", headers=alice)
+        assert head.status_code == 200 and head.content == b""
+        assert head.headers["content-type"].startswith("text/event-stream")
+        missing = await client.head("/v1/jobs/999999", headers=alice)
+        assert (missing.status_code, missing.content) == (404, b"")
+        assert (await client.head("/v1/jobs")).status_code == 401

@@ -22,11 +22,13 @@ from deckyard.api.deck_pages import router as deck_pages_router
 from deckyard.api.deck_style import router as deck_style_router
 from deckyard.api.decks import router as decks_router
 from deckyard.api.errors import BodyLimitMiddleware, install_error_handlers
+from deckyard.api.head import HeadMiddleware
 from deckyard.api.health import router as health_router
 from deckyard.api.idempotency import IdempotencyMiddleware
 from deckyard.api.jobs import router as jobs_router
 from deckyard.api.maintenance import ApiMaintenance
 from deckyard.api.metrics import router as metrics_router
+from deckyard.api.openapi import install_openapi
 from deckyard.api.render import router as render_router
 from deckyard.api.site_files import router as site_files_router
 from deckyard.api.sites import router as sites_router
@@ -72,6 +74,7 @@ def create_app(settings: Settings, *, node: Node | None = None) -> FastAPI:
     app.add_middleware(AuditMiddleware)
     app.add_middleware(IdempotencyMiddleware, max_body_size=settings.api_max_body_bytes)
     app.add_middleware(BodyLimitMiddleware, max_body_size=settings.api_max_body_bytes)
+    app.add_middleware(HeadMiddleware)
     app.include_router(health_router)
     app.include_router(metrics_router)
     app.include_router(jobs_router)
@@ -90,6 +93,7 @@ def create_app(settings: Settings, *, node: Node | None = None) -> FastAPI:
     app.include_router(agents_router)
     app.include_router(dashboard_router)
     app.include_router(dashboard_decks_router)
+    install_openapi(app)
     return app
 
 

@@ -8,6 +8,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict
 from sqlalchemy.exc import DBAPIError
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -94,6 +95,27 @@ class ApiError(Exception):
         self.extra = extra or {}
 
 
+class ErrorDetail(BaseModel):
+    """What went wrong: a stable `code`, a message for people, the `field` when one is to blame.
+
+    Some codes add their own members (`problems`, `references`, `job_id`, ...).
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    code: str
+    message: str
+    field: str | None = None
+
+
+class ErrorBody(BaseModel):
+    """Every refusal's body, whatever its status code (`/openapi.json` documents each)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    error: ErrorDetail
+
+
 def error_body(code: str, message: str, field: str | None = None, **extra: Any) -> dict[str, Any]:
     """The JSON body of an error response."""
     body: dict[str, Any] = {"code": code, "message": message}
@@ -112,12 +134,15 @@ def allowed_methods(request: Request) -> list[str]:
     """Every method some route serves at the request's path (for a 405's `Allow` header).
 
     Each method is tried against the app's routes, so routers included in routers count too.
+    HEAD is served wherever GET is (`HeadMiddleware`).
     """
     found = []
-    for method in ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"):
+    for method in ("GET", "POST", "PUT", "PATCH", "DELETE"):
         probe = {**request.scope, "method": method}
         if any(route.matches(probe)[0] is Match.FULL for route in request.app.router.routes):
             found.append(method)
+    if "GET" in found:
+        found.insert(1, "HEAD")
     return found
 
 

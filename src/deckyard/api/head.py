@@ -1,7 +1,8 @@
 """`HEAD` on every `GET` route: the GET's status and headers, without its body.
 
-FastAPI's routes answer only the methods they declare, so a HEAD was a 405. This middleware
-runs a HEAD as the GET it stands for and sends nothing of the body; a streamed answer (an event
+FastAPI's routes answer only the methods they declare, so a HEAD was a 405. Where no route
+serves HEAD itself, this middleware runs a HEAD as the GET it stands for and sends nothing of
+the body; a streamed answer (an event
 stream) ends after its headers, the app seeing the client disconnect.
 """
 
@@ -9,7 +10,14 @@ from __future__ import annotations
 
 import asyncio
 
+from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+
+def _served(scope: Scope) -> bool:
+    """Whether a route answers HEAD at this path itself (a Starlette route with GET does)."""
+    routes = getattr(getattr(scope.get("app"), "router", None), "routes", ())
+    return any(route.matches(scope)[0] is Match.FULL for route in routes)
 
 
 class HeadMiddleware:
@@ -19,7 +27,7 @@ class HeadMiddleware:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] != "HEAD":
+        if scope["type"] != "http" or scope["method"] != "HEAD" or _served(scope):
             await self.app(scope, receive, send)
             return
         done = asyncio.Event()

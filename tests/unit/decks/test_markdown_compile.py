@@ -297,3 +297,22 @@ def test_a_zip_of_a_reveal_js_folder_is_the_same_deck(tmp_path: Path, limits: De
     zipped = load_deck_zip(buffer.getvalue(), limits)
     assert zipped.pages == load_deck_folder(folder, limits).pages
     assert "assets/dist/reveal.js" in zipped.assets
+
+
+@pytest.mark.parametrize(
+    ("front", "size", "note"),
+    [
+        ("width: 1280", (1280, 720), "gives only width: 1280; height 720 keeps the 16:9"),
+        ("revealOptions:\n  height: 540", (960, 540), "gives only height: 540; width 960 keeps"),
+        ("width: 1280\nheight: 960", (1280, 960), None),
+    ],
+)
+def test_a_markdown_deck_giving_one_dimension_keeps_16_9_and_says_so(
+    tmp_path: Path, limits: DeckLimits, front: str, size: tuple[int, int], note: str | None
+) -> None:
+    (tmp_path / "talk.md").write_text(f"---\n{front}\n---\n\n# A\n")
+    deck = load_deck_folder(tmp_path / "talk.md", limits)
+    assert (deck.width, deck.height) == size
+    notes = [w.message for w in deck.warnings if "aspect ratio" in w.message]
+    assert len(notes) == (0 if note is None else 1)
+    assert note is None or note in notes[0]

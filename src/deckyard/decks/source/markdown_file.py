@@ -67,16 +67,39 @@ def _ratio(value: Any) -> Fraction | None:
     return width / height if width > 0 and height > 0 else None
 
 
-def _size(deck: MarkdownDeck) -> dict[str, int]:
+def _given_size(
+    settings: Mapping[str, Any], where: str, filename: str, warnings: list[SourceWarning]
+) -> dict[str, int] | None:
+    """`width` and `height` of `settings`; one of them alone keeps 16:9 and says so."""
+    width, height = settings.get("width"), settings.get("height")
+    width = width if isinstance(width, int) and not isinstance(width, bool) else None
+    height = height if isinstance(height, int) and not isinstance(height, bool) else None
+    if width is not None and height is not None:
+        return {"width": width, "height": height}
+    if width is None and height is None:
+        return None
+    if width is not None:
+        height = max(16, round(width * DEFAULT_SLIDE_HEIGHT / DEFAULT_SLIDE_WIDTH))
+        said = f"gives only width: {width}; height {height} keeps"
+    else:
+        assert height is not None
+        width = max(16, round(height * DEFAULT_SLIDE_WIDTH / DEFAULT_SLIDE_HEIGHT))
+        said = f"gives only height: {height}; width {width} keeps"
+    message = f"{where} {said} the 16:9 aspect ratio; give both to choose another"
+    warnings.append(SourceWarning(file=filename, line=1, message=message))
+    return {"width": width, "height": height}
+
+
+def _size(deck: MarkdownDeck, filename: str, warnings: list[SourceWarning]) -> dict[str, int]:
     """Slide size from Marp's `size`, Slidev's `aspectRatio`/`canvasWidth`, reveal.js's options."""
     options = deck.deck.get("revealOptions")
     if isinstance(options, dict):
-        width, height = options.get("width"), options.get("height")
-        if isinstance(width, int) and isinstance(height, int):
-            return {"width": width, "height": height}
-    width, height = deck.deck.get("width"), deck.deck.get("height")
-    if isinstance(width, int) and isinstance(height, int):
-        return {"width": width, "height": height}
+        found = _given_size(options, "revealOptions", filename, warnings)
+        if found is not None:
+            return found
+    found = _given_size(deck.deck, "the front matter", filename, warnings)
+    if found is not None:
+        return found
     ratio = _ratio(deck.deck.get("size")) or _ratio(deck.deck.get("aspectRatio"))
     canvas = deck.deck.get("canvasWidth")
     if ratio is None:
@@ -157,7 +180,8 @@ def deck_from_markdown(
         for s in deck.slides
     ]
     lang = deck.deck.get("lang")
-    raw: dict[str, Any] = {"title": _title(deck, filename), "slide": _size(deck)}
+    size = _size(deck, filename, warnings)
+    raw: dict[str, Any] = {"title": _title(deck, filename), "slide": size}
     if isinstance(lang, str) and re.match(LANG_PATTERN, lang):
         raw["lang"] = lang
     if path is not None:

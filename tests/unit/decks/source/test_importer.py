@@ -29,6 +29,7 @@ def test_import_writes_a_deck_folder_that_compiles_and_lists_what_it_left(
     assert any("Counter" in item for item in report.not_carried)
     assert any("remote https://example.org/a.png" in item for item in report.not_carried)
     assert "](assets/images/pic.png)" in (dest / "pages/slide-05.md").read_text()
+    assert not any("dySource" in p.read_text() for p in (dest / "pages").iterdir())
     deck = load_deck_folder(dest, limits)
     assert [p.name for p in deck.pages][:2] == ["slide-01", "slide-02"]
     problems = compile_deck_report(deck, limits).problems

@@ -103,3 +103,21 @@ async def test_head_answers_what_get_would_without_a_body(db_url: str) -> None:
         missing = await client.head("/v1/jobs/999999", headers=alice)
         assert (missing.status_code, missing.content) == (404, b"")
         assert (await client.head("/v1/jobs")).status_code == 401
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+async def test_a_full_render_queue_is_a_documented_429(db_url: str) -> None:
+    async with running_app(db_url, background_loops=False, render_workspace_queue_limit=1) as (
+        app,
+        client,
+    ):
+        alice = await make_token(app, "alice")
+        doc = (await client.get("/openapi.json")).json()
+        body = {"html": "<p>x</p>", "width": 100, "height": 50}
+        first = await client.post("/v1/screenshots?dedupe=false", json=body, headers=alice)
+        assert first.status_code == 202, first.text
+        full = await client.post("/v1/screenshots?dedupe=false", json=body, headers=alice)
+    assert full.status_code == 429, full.text
+    assert full.json()["error"]["code"] == "RENDER_QUEUE_FULL"
+    assert int(full.headers["retry-after"]) >= 1
+    assert "429" in doc["paths"]["/v1/screenshots"]["post"]["responses"]

@@ -35,7 +35,17 @@ def queue_full(exc: RenderQueueFull) -> ApiError:
     )
 
 
-@router.post("/v1/screenshots", status_code=202, response_model=JobOut)
+@router.post(
+    "/v1/screenshots",
+    status_code=202,
+    response_model=JobOut,
+    responses={
+        429: {
+            "description": "`RENDER_QUEUE_FULL`: the render queue is at its limit; retry "
+            "after `Retry-After`."
+        }
+    },
+)
 async def create_screenshot(
     request: Request,
     principal: Caller,

@@ -13,9 +13,11 @@ At most `max_suspended` jobs of a worker wait without a slot; past that a wait k
 
 Taking the slot back queues behind nobody but earlier resumers: a resumer is granted a slot
 before the worker starts any job it has claimed (`Worker._fill_slots`). A wait that ends by
-`CancelledError` (cancel, lost lease, shutdown, timeout, deadline) does not queue for a slot at
-all: its handler is ending, and it stays counted as suspended until its task is over, so a cancel
-is as prompt as before and occupancy never goes above `concurrency`.
+`CancelledError` while the job's own task is being cancelled (cancel, lost lease, shutdown,
+timeout, deadline) does not queue for a slot at all: its handler is ending, and it stays counted
+as suspended until its task is over, so a cancel is as prompt as before and occupancy never goes
+above `concurrency`. (A task the handler made and cancelled itself is not the job ending: its
+wait takes the slot back like any other.)
 """
 
 from __future__ import annotations
@@ -44,7 +46,8 @@ class Slots:
 
     `running()` counts the jobs the worker runs (each holds a lease); the ones in `suspended`
     hold no slot. `freed()` is called whenever a slot may have become free, so the worker
-    can start a claimed job or claim one.
+    can start a claimed job or claim one. `ending(job_id)` says whether the job's handler is
+    being stopped (its task cancelled); without it every `CancelledError` counts as that.
     """
 
     def __init__(
@@ -53,11 +56,13 @@ class Slots:
         max_suspended: int,
         running: Callable[[], int],
         freed: Callable[[], None],
+        ending: Callable[[int], bool] | None = None,
     ) -> None:
         self.concurrency = concurrency
         self.max_suspended = max_suspended
         self._running = running
         self._freed = freed
+        self._ending = ending or (lambda _job_id: True)
         self.suspended: set[int] = set()
         self.reserved = 0
         """Slots promised to in-process hand-offs in flight (`Worker.take_enqueued`)."""
@@ -121,7 +126,7 @@ class Slots:
         try:
             yield True
         except asyncio.CancelledError:
-            ending = True
+            ending = self._ending(job_id)
             raise
         finally:
             left = self._depth.get(job_id, 1) - 1

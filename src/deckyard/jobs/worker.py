@@ -133,6 +133,7 @@ class Worker:
             runtime.settings.job_max_suspended,
             lambda: len(self.running),
             self._slot_freed,
+            self._is_ending,
         )
         self.buffer: deque[Job] = deque()
         """Claimed jobs waiting for a slot (prefetch)."""
@@ -230,6 +231,11 @@ class Worker:
     def stats(self) -> SlotStats:
         """This worker's slot figures."""
         return self.slots.stats
+
+    def _is_ending(self, job_id: int) -> bool:
+        running = self.running.get(job_id)
+        task = running.task if running is not None else None
+        return task is None or task.done() or task.cancelling() > 0
 
     def _slot_freed(self) -> None:
         self._fill_slots()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 import pytest
@@ -18,10 +19,17 @@ from deckyard.jobs.status import JobStatus
 class Pool:
     """A stand-in worker: the running job ids, and how often a slot was freed."""
 
-    def __init__(self, concurrency: int = 2, max_suspended: int = 10) -> None:
+    def __init__(
+        self,
+        concurrency: int = 2,
+        max_suspended: int = 10,
+        ending: Callable[[int], bool] | None = None,
+    ) -> None:
         self.running: set[int] = set()
         self.freed = 0
-        self.slots = Slots(concurrency, max_suspended, lambda: len(self.running), self.on_freed)
+        self.slots = Slots(
+            concurrency, max_suspended, lambda: len(self.running), self.on_freed, ending
+        )
 
     def on_freed(self) -> None:
         self.freed += 1
@@ -217,3 +225,32 @@ async def test_the_context_lends_through_its_worker_and_is_a_no_op_outside_one()
 
     assert await asyncio.create_task(handler()) == 0
     assert pool.slots.occupied == 1 and current_job() is None
+
+
+async def test_a_sub_task_cancelled_by_its_handler_still_takes_the_slot_back() -> None:
+    job_task: asyncio.Task[None] | None = None
+    pool = Pool(
+        concurrency=1,
+        ending=lambda _job_id: job_task is not None and job_task.cancelling() > 0,
+    )
+    pool.start(1)
+
+    async def handler() -> None:
+        async def sub() -> None:
+            async with pool.slots.released(1):
+                await asyncio.Event().wait()
+
+        waiting = asyncio.create_task(sub())
+        await asyncio.sleep(0)
+        assert pool.slots.suspended == {1}
+        pool.start(2)
+        waiting.cancel()  # the handler gives up on that wait and goes on working
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+
+    job_task = asyncio.create_task(handler())
+    await asyncio.sleep(0.01)
+    assert not job_task.done() and pool.slots.resuming == 1  # queued behind job 2
+    pool.end(2)
+    await asyncio.wait_for(job_task, 1)
+    assert pool.slots.occupied == 1 and not pool.slots.suspended

@@ -110,6 +110,7 @@ def test_publish_serve_republish_share_and_unpublish(site: Site) -> None:
     assert page_file, index.text
     page = site.client.get(f"{site.url}{base}/{page_file.group(1)}")
     assert page.status_code == 200 and "first edition" in page.text
+    assert page.headers["cache-control"] == "public, max-age=31536000, immutable"
     manifest = site.client.get(f"{site.url}{base}/manifest.json")
     assert manifest.headers["content-type"] == "application/json"
     listed = {f["path"]: f["sha256"] for f in manifest.json()["files"]}
@@ -185,8 +186,12 @@ def test_publish_serve_republish_share_and_unpublish(site: Site) -> None:
     opened = site.client.get(site.url + shared["url"])
     assert opened.status_code == 200 and opened.headers["cache-control"] == "private, no-cache"
     assert opened.headers["referrer-policy"] == "no-referrer"
-    second_page = site.client.get(f"{site.url}{shared['url']}{page_file.group(1)}")
+    changed = re.search(r'"(pages/01-[^"]+\.html)"', opened.text)
+    assert changed and changed.group(1) != page_file.group(1), "an edited page gets a new name"
+    second_page = site.client.get(f"{site.url}{shared['url']}{changed.group(1)}")
     assert second_page.status_code == 200 and "second" in second_page.text
+    old_name = site.client.get(f"{site.url}{shared['url']}{page_file.group(1)}")
+    assert old_name.status_code == 404, "the superseded publication's page is not served"
     assert site.client.head(site.url + shared["url"]).status_code == 200
 
     forged = shared["token"][:-2] + ("AA" if not shared["token"].endswith("AA") else "BB")

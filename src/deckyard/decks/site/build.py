@@ -1,10 +1,11 @@
 """Builds a deck's static site as a ZIP (`verify.py` checks such a ZIP against its manifest).
 
 The site is `index.html` (a viewer with keyboard navigation), `presenter.html` (speaker notes,
-timer, next slide), `pages/<name>.html` (each page's
-self-contained document) and `manifest.json` (version, page count, and size and SHA-256 of every
-other file). Nothing in it refers outside the site, so it works from `file://` with no network.
-The ZIP is deterministic: the same pages and version give the same bytes.
+timer, next slide), `pages/<name>.<hash>.html` (each page's self-contained document, named by
+its content hash so hosts can cache it immutably) and `manifest.json` (version, page count,
+and size and SHA-256 of every other file). Nothing in it refers outside the site, so it works
+from `file://` with no network. The ZIP is deterministic: the same pages and version give the
+same bytes.
 """
 
 from __future__ import annotations
@@ -31,6 +32,15 @@ def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def page_file(name: str, document: bytes) -> str:
+    """A page's file in the site: `pages/<name>.<first 16 hex of its SHA-256>.html`.
+
+    The name carries the content's hash, so a host may cache a page for ever (a changed page
+    is a new name, which the revalidated `index.html` and `presenter.html` point at).
+    """
+    return f"pages/{name}.{sha256_hex(document)[:16]}.html"
+
+
 def default_version(pages: Sequence[CompiledPage]) -> str:
     """A version string derived from the pages' hashes, for callers without one."""
     digest = hashlib.sha256("".join(p.sha256 for p in pages).encode("ascii")).hexdigest()
@@ -42,10 +52,9 @@ def build_site(title: str, pages: Sequence[CompiledPage], version: str | None = 
     if not pages:
         raise ValueError("a site needs at least one page")
     version = version or default_version(pages)
-    files: dict[str, bytes] = {
-        f"pages/{page.name}.html": page.document.encode("utf-8") for page in pages
-    }
-    page_files = [f"pages/{page.name}.html" for page in pages]
+    documents = [page.document.encode("utf-8") for page in pages]
+    page_files = [page_file(page.name, doc) for page, doc in zip(pages, documents, strict=True)]
+    files: dict[str, bytes] = dict(zip(page_files, documents, strict=True))
     width, height = pages[0].width, pages[0].height
     files[INDEX] = index_html(title, page_files, width, height).encode("utf-8")
     notes = [page_notes(page.document) for page in pages]
@@ -58,8 +67,8 @@ def build_site(title: str, pages: Sequence[CompiledPage], version: str | None = 
         "slide": {"width": pages[0].width, "height": pages[0].height},
         "entry": INDEX,
         "pages": [
-            {"name": page.name, "file": f"pages/{page.name}.html", "sha256": page.sha256}
-            for page in pages
+            {"name": page.name, "file": file, "sha256": page.sha256}
+            for page, file in zip(pages, page_files, strict=True)
         ],
         "files": [
             {"path": path, "size": len(data), "sha256": sha256_hex(data)}

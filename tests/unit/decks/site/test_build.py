@@ -38,6 +38,11 @@ def _files(data: bytes) -> dict[str, bytes]:
         return {name: archive.read(name) for name in archive.namelist()}
 
 
+def _key(files: dict[str, bytes], stem: str) -> str:
+    """The site file of page `stem` (its name carries the content hash)."""
+    return next(k for k in files if k.startswith(f"pages/{stem}."))
+
+
 def _rezip(files: dict[str, bytes]) -> bytes:
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w") as archive:
@@ -49,20 +54,16 @@ def _rezip(files: dict[str, bytes]) -> bytes:
 def test_site_layout_and_manifest(pages: list[CompiledPage]) -> None:
     data = build_site("My deck", pages, version="v7")
     files = _files(data)
-    assert sorted(files) == [
-        "index.html",
-        "manifest.json",
-        "pages/01-one.html",
-        "pages/02-two.html",
-        "presenter.html",
-    ]
+    one = "pages/01-one." + hashlib.sha256(pages[0].document.encode()).hexdigest()[:16] + ".html"
+    two = "pages/02-two." + hashlib.sha256(pages[1].document.encode()).hexdigest()[:16] + ".html"
+    assert sorted(files) == ["index.html", "manifest.json", one, two, "presenter.html"]
     manifest = json.loads(files["manifest.json"])
     assert manifest["version"] == "v7" and manifest["page_count"] == 2
-    assert [p["file"] for p in manifest["pages"]] == ["pages/01-one.html", "pages/02-two.html"]
+    assert [p["file"] for p in manifest["pages"]] == [one, two]
     for entry in manifest["files"]:
         assert entry["size"] == len(files[entry["path"]])
         assert entry["sha256"] == hashlib.sha256(files[entry["path"]]).hexdigest()
-    assert files["pages/01-one.html"].decode() == pages[0].document
+    assert files[one].decode() == pages[0].document
     assert build_site("My deck", pages, version="v7") == data
 
 
@@ -74,7 +75,7 @@ def test_index_navigates_by_keyboard_and_refers_to_nothing_outside(
     assert "<title>My &lt;deck&gt;</title>" in index
     for key in ("ArrowRight", "ArrowLeft", "Home", "End"):
         assert f'"{key}"' in index
-    assert '["pages/01-one.html", "pages/02-two.html"]' in index
+    assert f'["{_key(files, "01-one")}", "{_key(files, "02-two")}"]' in index
     for name, content in files.items():
         if not name.endswith(".html"):
             continue
@@ -91,10 +92,11 @@ def test_round_trip_through_verify(pages: list[CompiledPage], tmp_path: Path) ->
     data = build_site("Deck", pages, version="v1")
     check = verify_site_zip(data, SITE_LIMITS)
     assert (check.version, check.page_count) == ("v1", 2)
+    files = _files(data)
     assert {f.path for f in check.files} == {
         "index.html",
-        "pages/01-one.html",
-        "pages/02-two.html",
+        _key(files, "01-one"),
+        _key(files, "02-two"),
         "presenter.html",
     }
     kept = verify_site_zip(data, SITE_LIMITS, dest=tmp_path / "site")
@@ -106,16 +108,14 @@ def test_round_trip_through_verify(pages: list[CompiledPage], tmp_path: Path) ->
     ("tamper", "code"),
     [
         (
-            lambda f: f.update(
-                {"pages/02-two.html": f["pages/02-two.html"].replace(b"Two", b"Owt")}
-            ),
+            lambda f: f.update({_key(f, "02-two"): f[_key(f, "02-two")].replace(b"Two", b"Owt")}),
             SiteErrorCode.HASH_MISMATCH,
         ),
         (
-            lambda f: f.update({"pages/02-two.html": f["pages/02-two.html"] + b" "}),
+            lambda f: f.update({_key(f, "02-two"): f[_key(f, "02-two")] + b" "}),
             SiteErrorCode.SIZE_MISMATCH,
         ),
-        (lambda f: f.pop("pages/01-one.html"), SiteErrorCode.FILE_MISSING),
+        (lambda f: f.pop(_key(f, "01-one")), SiteErrorCode.FILE_MISSING),
         (lambda f: f.update({"extra.js": b"alert(1)"}), SiteErrorCode.FILE_UNLISTED),
         (lambda f: f.pop("manifest.json"), SiteErrorCode.MANIFEST_MISSING),
         (lambda f: f.update({"manifest.json": b"{"}), SiteErrorCode.MANIFEST_INVALID),

@@ -29,6 +29,7 @@ from deckyard.api.jobs import router as jobs_router
 from deckyard.api.maintenance import ApiMaintenance
 from deckyard.api.metrics import router as metrics_router
 from deckyard.api.openapi import install_openapi
+from deckyard.api.render import render_metrics
 from deckyard.api.render import router as render_router
 from deckyard.api.site_files import router as site_files_router
 from deckyard.api.sites import router as sites_router
@@ -59,7 +60,7 @@ def create_app(settings: Settings, *, node: Node | None = None) -> FastAPI:
         app.state.decks = n.decks
         app.state.ai = n.ai
         app.state.loop_owners = n.loop_owners
-        app.state.metric_sources = [ai_metrics(n.ai)]
+        app.state.metric_sources = [ai_metrics(n.ai), render_metrics(n.render)]
         async with n:
             yield
 

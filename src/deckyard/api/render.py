@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse
+from prometheus_client.core import CounterMetricFamily, Metric
 
 from deckyard.api.auth import Principal, current_principal
 from deckyard.api.errors import ApiError
@@ -23,6 +25,22 @@ def render_service(request: Request) -> RenderService:
     if service is None:
         raise ApiError(503, "RENDER_SERVICE_UNAVAILABLE", "this instance runs no render service")
     return service
+
+
+def render_metrics(service: RenderService | None) -> Callable[[], Iterator[Metric]]:
+    """A `/metrics` source: renderer names that two processes answered to (issue 14, item 4)."""
+
+    def collect() -> Iterator[Metric]:
+        if service is None:
+            return
+        clashes = CounterMetricFamily(
+            "deckyard_render_name_clashes",
+            "Probes that found one renderer name answered by two renderers (epochs alternating).",
+        )
+        clashes.add_metric([], service.coordinator.name_clashes)
+        yield clashes
+
+    return collect
 
 
 def queue_full(exc: RenderQueueFull) -> ApiError:

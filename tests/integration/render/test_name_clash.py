@@ -4,16 +4,18 @@ Each node supervises its own renderer but both call it `host-lite-0`; they share
 so the renderer row flips between the two processes' epochs on every probe and every render is
 lost as "the renderer restarted". Names are unique per process now (item 4 of issue 14), so
 this can only come from a misconfiguration, and then it must be an error in the log and a count
-in the coordinator's figures, not silence.
+in `/metrics` (`deckyard_render_name_clashes`), not silence.
 """
 
 from __future__ import annotations
 
 import logging
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from deckyard.api.render import render_metrics
 from deckyard.artifacts import ArtifactStore
 from deckyard.clock import FakeClock
 from deckyard.config import Settings
@@ -49,6 +51,9 @@ async def test_two_renderers_under_one_name_are_logged_as_a_clash(
         assert clashes, "a renderer name shared by two processes went unreported"
         assert "used by two renderers" in clashes[0].message
         assert a.name_clashes + b.name_clashes == len(clashes)
+        [family] = render_metrics(SimpleNamespace(coordinator=a))()  # type: ignore[arg-type]
+        assert family.name == "deckyard_render_name_clashes"
+        assert family.samples[0].value == a.name_clashes >= 1
     finally:
         await a.client.aclose()
         await b.client.aclose()

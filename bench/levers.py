@@ -4,7 +4,10 @@ Each repetition measures Deckyard with default settings, then with the `--off` s
 `DECKYARD_*` environment variables), so both arms see the same machine load; medians and the
 on/off ratio are printed. Figures from `bench/job_queue.py`'s throughput and latency functions.
 
-Run: .venv/bin/python bench/levers.py --off job_prefetch=0 [--jobs 3000] [--reps 3]
+Measures: jobs/s and CPU microseconds per job (this process, all threads) for no-op and 5 ms
+jobs on each database, and enqueue->start p50; `--only` picks them by substring.
+
+Run: .venv/bin/python bench/levers.py --off job_prefetch=0 [--jobs 3000] [--reps 3] [--only cpu]
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from job_queue import latency_in_process, pct, throughput
+from job_queue import drain, latency_in_process, pct
 
 
 async def main() -> None:
@@ -31,23 +34,26 @@ async def main() -> None:
     ap.add_argument("--only", default="", help="comma list of measure names to run")
     args = ap.parse_args()
     off = {f"DECKYARD_{k.upper()}": v for k, v in (s.split("=", 1) for s in args.off)}
-    measures: dict[str, Callable[[], Awaitable[float]]] = {}
+    measures: dict[str, Callable[[], Awaitable[dict[str, float]]]] = {}
     for dialect in ("postgresql", "sqlite"):
         for work in (0.0, 5.0):
-            measures[f"{dialect} {work:g} ms jobs/s"] = lambda d=dialect, w=work: throughput(
-                d, args.jobs, 10, w
-            )
 
-        async def p50(d: str = dialect) -> float:
-            return pct(await latency_in_process(d, args.samples), 50) * 1000
+            async def rate(d: str = dialect, w: float = work) -> dict[str, float]:
+                jobs_s, cpu = await drain(d, args.jobs, 10, w)
+                return {"jobs/s": jobs_s, "cpu us/job": cpu}
+
+            measures[f"{dialect} {work:g} ms jobs/s"] = rate
+
+        async def p50(d: str = dialect) -> dict[str, float]:
+            samples = await latency_in_process(d, args.samples)
+            return {"p50 ms": pct(samples, 50) * 1000, "p99 ms": pct(samples, 99) * 1000}
 
         measures[f"{dialect} enqueue->start p50 ms"] = p50
     only = {s for s in args.only.split(",") if s}
-    results: dict[str, dict[str, list[float]]] = {}
     for name, fn in measures.items():
         if only and not any(o in name for o in only):
             continue
-        arms: dict[str, list[float]] = {"on": [], "off": []}
+        arms: dict[str, list[dict[str, float]]] = {"on": [], "off": []}
         for _ in range(args.reps):
             for arm in ("on", "off"):
                 saved = {k: os.environ.get(k) for k in off}
@@ -61,13 +67,15 @@ async def main() -> None:
                             os.environ.pop(k, None)
                         else:
                             os.environ[k] = v
-        results[name] = arms
-        on, of = statistics.median(arms["on"]), statistics.median(arms["off"])
-        print(
-            f"{name}: on {on:,.2f} / off {of:,.2f} = {on / of:.2f}x  "
-            f"(on {[round(x, 2) for x in arms['on']]}, off {[round(x, 2) for x in arms['off']]})",
-            flush=True,
-        )
+        for key in arms["on"][0]:
+            on_runs = [r[key] for r in arms["on"]]
+            off_runs = [r[key] for r in arms["off"]]
+            on, of = statistics.median(on_runs), statistics.median(off_runs)
+            print(
+                f"{name} [{key}]: on {on:,.2f} / off {of:,.2f} = {on / of:.2f}x  "
+                f"(on {[round(x, 2) for x in on_runs]}, off {[round(x, 2) for x in off_runs]})",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

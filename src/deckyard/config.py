@@ -118,6 +118,12 @@ class Settings(BaseSettings):
         "inserted already claimed by that worker and starts at once (no wakeup, no second "
         "transaction).",
     )
+    job_one_hop: bool = Field(
+        True,
+        description="A worker settles a batch of plain successes and claims its next jobs, with "
+        "their events, in one hop: one statement on PostgreSQL, one call on the database "
+        "thread on SQLite.",
+    )
     job_prefetch_max_job_seconds: float = Field(
         0.5,
         ge=0,

@@ -15,6 +15,7 @@ SQLite notes, since they explain most of this module:
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import errno
 import logging
 import os
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from sqlalchemy import Table, event, select, text
+from sqlalchemy import Executable, Row, Table, create_engine, event, select, text
 from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.engine import URL, Connection, make_url
@@ -168,11 +169,16 @@ class Database:
                 pool_pre_ping=False,
                 connect_args={"connect_timeout": max(1, int(connect_timeout))},
             )
+        # No reset on return: the driver runs in autocommit mode (isolation_level None), so a
+        # connection given back outside a transaction has nothing to roll back, and the reset
+        # would cost a hand-off to aiosqlite's thread on every read and `write_in_thread`.
         if self.file is not None:
             self.file.parent.mkdir(parents=True, exist_ok=True)
-            engine = create_async_engine(self.url, pool_size=pool_size, max_overflow=0)
+            engine = create_async_engine(
+                self.url, pool_size=pool_size, max_overflow=0, pool_reset_on_return=None
+            )
         else:
-            engine = create_async_engine(self.url, poolclass=StaticPool)
+            engine = create_async_engine(self.url, poolclass=StaticPool, pool_reset_on_return=None)
         is_file = self.file is not None
         busy_ms = int(busy_timeout * 1000)
 
@@ -229,6 +235,100 @@ class Database:
         """
         return await run_with_write_retry(self, fn, self.write_retry)
 
+    @property
+    def supports_writable_ctes(self) -> bool:
+        """True when one statement may settle, claim and log together (PostgreSQL)."""
+        return not self._sqlite
+
+    async def write_statement(
+        self, stmt: Executable, params: dict[str, Any], *, wake: tuple[str, ...] = ()
+    ) -> list[Row[Any]]:
+        """PostgreSQL: run one statement as its own transaction, in one round trip.
+
+        The connection is in autocommit mode, so there is no BEGIN or COMMIT to wait for: the
+        statement commits as a whole or not at all (data-modifying CTEs included). A NOTIFY for
+        other processes belongs inside the statement (`pg_notify`); `wake` names the local
+        channels to wake after it. Retried on transient conflicts like `write`.
+        """
+        if self._sqlite:
+            raise RuntimeError("write_statement is for PostgreSQL; use write_in_thread")
+        policy = self.write_retry
+        for attempt in range(1, policy.attempts + 1):
+            try:
+                if self.counter is not None:
+                    self.counter.note_write_begin()
+                async with self.engine.connect() as conn:
+                    await conn.execution_options(isolation_level="AUTOCOMMIT")
+                    rows = list((await conn.execute(stmt, params)).all())
+                break
+            except Exception as exc:
+                if not is_transient_write_conflict(exc) or attempt == policy.attempts:
+                    raise
+                self.stats.write_conflicts += 1
+                await asyncio.sleep(policy.delay(attempt))
+        for channel in wake:
+            self.bus.wake(channel)
+        return rows
+
+    @property
+    def has_db_thread(self) -> bool:
+        """True when `write_in_thread` runs a transaction on the driver's thread (SQLite)."""
+        return self._sqlite
+
+    async def write_in_thread(self, fn: Callable[[Connection], T]) -> T:
+        """SQLite: run `fn(conn)` in one write transaction as one call on the database thread.
+
+        aiosqlite runs every driver call on its connection's thread, so a transaction of
+        statements costs a hand-off per call (cursor, execute, fetch, close). Here the whole
+        transaction, `BEGIN IMMEDIATE` to `COMMIT`, is one function queued on that thread: one
+        hand-off. `fn` gets a synchronous connection on the same SQLite connection, must touch
+        nothing but it (it may run again after a conflict, like `write`), and may call
+        `notify()` with it. The in-process writer lock is held as for `write_transaction`.
+        """
+        if not self._sqlite:
+            raise RuntimeError("write_in_thread is for SQLite; use write or write_statement")
+        policy = self.write_retry
+        for attempt in range(1, policy.attempts + 1):
+            try:
+                result, wake = await self._write_in_thread_once(fn)
+                break
+            except Exception as exc:
+                if not is_transient_write_conflict(exc) or attempt == policy.attempts:
+                    raise
+                self.stats.write_conflicts += 1
+                await asyncio.sleep(policy.delay(attempt))
+        for channel in wake:
+            self.bus.wake(channel)
+        return result
+
+    async def _write_in_thread_once(self, fn: Callable[[Connection], T]) -> tuple[T, set[str]]:
+        if self.counter is not None:
+            self.counter.note_write_begin()
+        async with self._writer_lock, self.engine.connect() as aconn:
+            fairy = await aconn.get_raw_connection()
+            aio: Any = fairy.driver_connection  # the aiosqlite.Connection
+            sync_engine = fairy.info.get("dy_thread_engine")
+            if sync_engine is None:
+                sync_engine = self._thread_engine(aio)
+                fairy.info["dy_thread_engine"] = sync_engine
+            ctx = contextvars.copy_context()  # the statement counter reads `current_loop`
+            out: tuple[T, set[str]] = await aio._execute(ctx.run, _run_sync_write, sync_engine, fn)
+            return out
+
+    def _thread_engine(self, aio: Any) -> Any:
+        """A synchronous engine over one aiosqlite connection's sqlite3 connection.
+
+        Used only from that connection's own thread, while the async side holds it checked out;
+        it never opens or closes the connection itself.
+        """
+        engine = create_engine(
+            "sqlite://", creator=lambda: aio._conn, poolclass=StaticPool, pool_reset_on_return=None
+        )
+        if self.counter is not None:
+            self.counter.attach(engine)
+        event.listen(engine, "handle_error", self._count_conflict)
+        return engine
+
     @asynccontextmanager
     async def _write_conn(self) -> AsyncIterator[AsyncConnection]:
         async with self.engine.connect() as conn:
@@ -258,7 +358,7 @@ class Database:
             await conn.execution_options(isolation_level="AUTOCOMMIT")
             yield conn
 
-    def notify(self, conn: AsyncConnection, channel: str) -> None:
+    def notify(self, conn: AsyncConnection | Connection, channel: str) -> None:
         """Wake `channel`'s subscribers when the current write transaction commits.
 
         Local subscribers are woken right after the commit; on PostgreSQL a NOTIFY is sent just
@@ -353,3 +453,18 @@ class Database:
         if self._listener is not None:
             await self._listener.stop()
             self._listener = None
+
+
+def _run_sync_write(engine: Any, fn: Callable[[Connection], T]) -> tuple[T, set[str]]:
+    """On the database thread: `BEGIN IMMEDIATE`, `fn(conn)`, `COMMIT` (ROLLBACK on error)."""
+    with engine.connect() as conn:
+        conn.info.pop("dy_wake", None)
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        try:
+            result = fn(conn)
+            conn.commit()
+        except BaseException:
+            conn.rollback()
+            raise
+        wake: set[str] = conn.info.pop("dy_wake", set())
+    return result, wake

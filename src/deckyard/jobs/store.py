@@ -10,18 +10,25 @@ lease not expired) and its caller looks at what the statement returned.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import (
+    JSON,
+    Column,
     ColumnElement,
+    Connection,
+    Row,
     and_,
     bindparam,
     case,
     func,
     insert,
+    literal,
     or_,
     select,
     text,
@@ -30,10 +37,17 @@ from sqlalchemy import (
 )
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from deckyard.db import Database
+from deckyard.db import NOTIFY_CHANNEL, Database, JSONPayload, UTCDateTime
 from deckyard.jobs.models import Job, JobEvent
 from deckyard.jobs.schema import EVENT_COLUMNS, JOB_COLUMNS, job_events, jobs
-from deckyard.jobs.status import ACTIVE, ACTIVE_PREDICATE, TERMINAL, JobErrorCode, JobStatus
+from deckyard.jobs.status import (
+    ACTIVE,
+    ACTIVE_PREDICATE,
+    TERMINAL,
+    EventType,
+    JobErrorCode,
+    JobStatus,
+)
 
 WAKE_JOBS = "jobs"
 """General job wakeups (recovery, retries, hand-overs): workers look before they claim."""
@@ -137,9 +151,16 @@ async def job_enqueue_claimed(
     wakeup and no second transaction to be claimed. No dedupe key (a dedupe hit returns an
     existing job, which is not this worker's to claim).
     """
+    row = _claimed_row(new, now, owner, lease)
+    job = Job.from_row((await conn.execute(insert(jobs).values(row).returning(*JOB_COLUMNS))).one())
+    await events_append(db, conn, [(job.id, "started", {"attempt": 1})], now)
+    return job
+
+
+def _claimed_row(new: NewJob, now: datetime, owner: str, lease: float) -> dict[str, Any]:
     if new.dedupe_key is not None:
         raise ValueError("job_enqueue_claimed takes no dedupe key")
-    row = {
+    return {
         **new.row(now),
         "status": RUNNING,
         "attempt": 1,
@@ -147,9 +168,51 @@ async def job_enqueue_claimed(
         "lease_expires_at": now + timedelta(seconds=lease),
         "started_at": now,
     }
-    job = Job.from_row((await conn.execute(insert(jobs).values(row).returning(*JOB_COLUMNS))).one())
-    await events_append(db, conn, [(job.id, "started", {"attempt": 1})], now)
-    return job
+
+
+async def job_hand_off(db: Database, new: NewJob, now: datetime, owner: str, lease: float) -> Job:
+    """`job_enqueue_claimed` as a write of its own, in one hop.
+
+    PostgreSQL: one statement (the job's INSERT, its `started` event and the events NOTIFY as
+    data-modifying CTEs) in autocommit. SQLite: one call on the database thread.
+    """
+    row = _claimed_row(new, now, owner, lease)
+    if db.has_db_thread:
+
+        def insert_claimed(conn: Connection) -> Job:
+            job = Job.from_row(conn.execute(insert(jobs).values(row).returning(*JOB_COLUMNS)).one())
+            conn.execute(_STARTED_EVENT, {"job_id": job.id, "data": {"attempt": 1}, "now": now})
+            db.notify(conn, WAKE_EVENTS)
+            return job
+
+        return await db.write_in_thread(insert_claimed)
+    inserted = insert(jobs).values(row).returning(*JOB_COLUMNS).cte("inserted")
+    event = (
+        insert(job_events)
+        .from_select(
+            ["job_id", "type", "data", "created_at"],
+            select(
+                inserted.c.id,
+                literal(EventType.STARTED.value),
+                literal({"attempt": 1}, JSONPayload()),
+                literal(now, UTCDateTime()),
+            ),
+        )
+        .returning(job_events.c.id)
+        .cte("event")
+    )
+    notified = select(func.pg_notify(NOTIFY_CHANNEL, WAKE_EVENTS)).scalar_subquery()
+    stmt = select(*inserted.c, notified.label("notified")).add_cte(event)
+    rows = await db.write_statement(stmt, {}, wake=(WAKE_EVENTS,))
+    return _job_of(rows[0])
+
+
+_STARTED_EVENT = insert(job_events).values(
+    job_id=bindparam("job_id"),
+    type=EventType.STARTED.value,
+    data=bindparam("data", type_=job_events.c.data.type),
+    created_at=bindparam("now", type_=job_events.c.created_at.type),
+)
 
 
 async def jobs_enqueue(
@@ -590,3 +653,276 @@ async def job_claim_in_workspace(
         )
     ).all()
     return sorted((Job.from_row(r) for r in rows), key=lambda j: (j.priority, j.run_at, j.id))
+
+
+# --- settle and claim in one go -----------------------------------------------------------------
+
+
+Settled = tuple[int, int, Any]
+"""A success to record: (job id, attempt, result)."""
+
+
+async def jobs_settle_claim(
+    db: Database,
+    owner: str,
+    done: Sequence[Settled],
+    queues: Sequence[str],
+    limit: int,
+    now: datetime,
+    lease: float,
+) -> tuple[dict[int, str], list[Job]]:
+    """Record successes and claim up to `limit` jobs, with their events, as one write.
+
+    The hot path of a worker: what `jobs_complete`, `job_claim`, `jobs_fail_overdue` and
+    `events_append` do in one transaction, with the same guards (finish CAS on owner, attempt
+    and lease; `SKIP LOCKED` claim), in the fewest hops the database allows:
+
+    - PostgreSQL: one statement (data-modifying CTEs, its NOTIFY inside), in autocommit: one
+      round trip instead of BEGIN, three statements, NOTIFY and COMMIT.
+    - SQLite: one call on the database thread (`BEGIN IMMEDIATE` to `COMMIT`).
+
+    Returns id -> new status for the successes recorded (a missing id lost its lease) and the
+    claimed jobs, in claim order; a claimed job whose deadline had passed comes back failed,
+    not running. Events: the terminal status (or `cas_lost`) per success, `started` per claim.
+    """
+    if db.supports_writable_ctes:
+        return await _settle_claim_statement(db, owner, done, queues, limit, now, lease)
+    if db.has_db_thread:
+        return await db.write_in_thread(
+            lambda conn: _settle_claim_sync(db, conn, owner, done, queues, limit, now, lease)
+        )
+    raise RuntimeError("jobs_settle_claim needs writable CTEs or a database thread")
+
+
+def _claim_order(job: Job) -> tuple[int, datetime, int]:
+    return (job.priority, job.run_at, job.id)
+
+
+def _success_event(job_id: int, attempt: int, status: str | None) -> tuple[int, str, Any]:
+    """The event of one recorded success (the same as the worker's for a general settle)."""
+    if status is None:
+        return (job_id, EventType.CAS_LOST.value, {"attempt": attempt})
+    if status != JobStatus.SUCCEEDED.value:
+        return (job_id, status, {"attempt": attempt, "discarded_result": True})
+    return (job_id, status, {"attempt": attempt})
+
+
+def _claim_events(claimed: Sequence[Job], now: datetime) -> list[tuple[int, str, Any]]:
+    return [
+        (j.id, EventType.FAILED.value, {"error_code": JobErrorCode.DEADLINE_EXCEEDED.value})
+        if j.deadline_at is not None and j.deadline_at <= now
+        else (j.id, EventType.STARTED.value, {"attempt": j.attempt})
+        for j in claimed
+    ]
+
+
+def _settle_claim_sync(
+    db: Database,
+    conn: Connection,
+    owner: str,
+    done: Sequence[Settled],
+    queues: Sequence[str],
+    limit: int,
+    now: datetime,
+    lease: float,
+) -> tuple[dict[int, str], list[Job]]:
+    """SQLite, on the database thread: the statements of `jobs_settle_claim`, synchronously."""
+    statuses: dict[int, str] = {}
+    plain = [(i, a) for i, a, r in done if r is None]
+    if plain:
+        rows = conn.execute(_COMPLETE_PLAIN, {"pairs": plain, "owner": owner, "now": now})
+        statuses.update({r.id: r.status for r in rows})
+    for job_id, attempt, result in done:
+        if result is not None:
+            params = {
+                "job_id": job_id,
+                "b_attempt": attempt,
+                "owner": owner,
+                "now": now,
+                "b_result": result,
+            }
+            row = conn.execute(_COMPLETE_ONE, params).first()
+            if row is not None:
+                statuses[row.id] = row.status
+    claimed: list[Job] = []
+    if limit > 0:
+        params = {
+            "queues": list(queues),
+            "now": now,
+            "n": limit,
+            "owner": owner,
+            "until": now + timedelta(seconds=lease),
+        }
+        claimed = sorted((Job.from_row(r) for r in conn.execute(_CLAIM, params)), key=_claim_order)
+    overdue = [j.id for j in claimed if j.deadline_at is not None and j.deadline_at <= now]
+    if overdue:
+        conn.execute(_FAIL_OVERDUE, {"ids": overdue, "now": now})
+        claimed = [
+            dataclasses.replace(j, status=JobStatus.FAILED) if j.id in overdue else j
+            for j in claimed
+        ]
+    events = [_success_event(i, a, statuses.get(i)) for i, a, _ in done]
+    events += _claim_events(claimed, now)
+    if events:
+        conn.execute(
+            insert(job_events),
+            [{"job_id": j, "type": t, "data": d, "created_at": now} for j, t, d in events],
+        )
+        db.notify(conn, WAKE_EVENTS)
+    return statuses, claimed
+
+
+_FAIL_OVERDUE = (
+    update(jobs)
+    .where(jobs.c.id.in_(bindparam("ids", expanding=True)), jobs.c.status == RUNNING)
+    .values(
+        status=JobStatus.FAILED.value,
+        attempt=jobs.c.attempt - 1,
+        lease_expires_at=None,
+        finished_at=bindparam("now", type_=jobs.c.finished_at.type),
+        updated_at=bindparam("now", type_=jobs.c.updated_at.type),
+        error_code=JobErrorCode.DEADLINE_EXCEEDED.value,
+        error_message="deadline passed before the job could start",
+    )
+)
+
+_JOB_NAMES = ", ".join(c.name for c in JOB_COLUMNS)
+_SETTLE_CLAIM_PG = f"""
+WITH input AS (
+    SELECT * FROM unnest(
+        CAST(:ids AS bigint[]), CAST(:attempts AS integer[]), CAST(:results AS jsonb[])
+    ) AS i(id, attempt, result)
+),
+done AS (
+    UPDATE jobs SET
+        status = CASE
+            WHEN jobs.cancel_requested_at IS NOT NULL THEN :cancelled
+            WHEN jobs.deadline_at IS NOT NULL AND jobs.deadline_at <= :now THEN :failed
+            ELSE :succeeded END,
+        result = CASE
+            WHEN jobs.cancel_requested_at IS NOT NULL
+                OR (jobs.deadline_at IS NOT NULL AND jobs.deadline_at <= :now) THEN NULL
+            ELSE input.result END,
+        error_code = CASE
+            WHEN jobs.cancel_requested_at IS NOT NULL THEN :e_cancelled
+            WHEN jobs.deadline_at IS NOT NULL AND jobs.deadline_at <= :now THEN :e_deadline
+            ELSE NULL END,
+        lease_expires_at = NULL,
+        finished_at = :now,
+        updated_at = :now
+    FROM input
+    WHERE jobs.id = input.id AND jobs.attempt = input.attempt
+        AND jobs.status = :running AND jobs.lease_owner = :owner AND jobs.lease_expires_at > :now
+    RETURNING jobs.id, jobs.status
+),
+claimed AS (
+    UPDATE jobs SET
+        status = CASE WHEN deadline_at IS NOT NULL AND deadline_at <= :now
+            THEN :failed ELSE :running END,
+        lease_owner = :owner,
+        lease_expires_at = CASE WHEN deadline_at IS NOT NULL AND deadline_at <= :now
+            THEN NULL ELSE CAST(:until AS timestamptz) END,
+        attempt = CASE WHEN deadline_at IS NOT NULL AND deadline_at <= :now
+            THEN attempt ELSE attempt + 1 END,
+        finished_at = CASE WHEN deadline_at IS NOT NULL AND deadline_at <= :now
+            THEN CAST(:now AS timestamptz) ELSE NULL END,
+        error_code = CASE WHEN deadline_at IS NOT NULL AND deadline_at <= :now
+            THEN :e_deadline ELSE error_code END,
+        error_message = CASE WHEN deadline_at IS NOT NULL AND deadline_at <= :now
+            THEN 'deadline passed before the job could start' ELSE error_message END,
+        started_at = :now,
+        updated_at = :now
+    WHERE id IN (
+        SELECT id FROM jobs
+        WHERE status = :pending AND queue = ANY(CAST(:queues AS text[])) AND run_at <= :now
+            AND attempt < max_attempts
+        ORDER BY priority, run_at, id
+        LIMIT :n
+        FOR UPDATE SKIP LOCKED
+    )
+    RETURNING {_JOB_NAMES}
+),
+ev AS (
+    INSERT INTO job_events (job_id, type, data, created_at)
+    SELECT input.id, COALESCE(done.status, :cas_lost),
+        CASE WHEN done.status IS NULL OR done.status = :succeeded
+            THEN jsonb_build_object('attempt', input.attempt)
+            ELSE jsonb_build_object('attempt', input.attempt, 'discarded_result', true) END,
+        :now
+    FROM input LEFT JOIN done ON done.id = input.id
+    UNION ALL
+    SELECT claimed.id,
+        CASE WHEN claimed.status = :failed THEN :failed ELSE :started END,
+        CASE WHEN claimed.status = :failed
+            THEN jsonb_build_object('error_code', CAST(:e_deadline AS text))
+            ELSE jsonb_build_object('attempt', claimed.attempt) END,
+        :now
+    FROM claimed
+    RETURNING job_id
+),
+head AS (
+    SELECT
+        (SELECT COALESCE(json_agg(json_build_array(done.id, done.status)), '[]') FROM done)
+            AS settled,
+        (SELECT count(*) FROM (
+            SELECT pg_notify(:channel, :payload) WHERE EXISTS (SELECT 1 FROM ev)
+        ) AS n) AS notified
+)
+SELECT head.settled, head.notified, claimed.* FROM head LEFT JOIN claimed ON true
+"""
+_SETTLE_CLAIM = (
+    text(_SETTLE_CLAIM_PG)
+    .bindparams(
+        bindparam("now", type_=UTCDateTime()),
+        bindparam("until", type_=UTCDateTime()),
+        running=RUNNING,
+        pending=PENDING,
+        succeeded=JobStatus.SUCCEEDED.value,
+        failed=JobStatus.FAILED.value,
+        cancelled=JobStatus.CANCELLED.value,
+        e_cancelled=JobErrorCode.CANCELLED.value,
+        e_deadline=JobErrorCode.DEADLINE_EXCEEDED.value,
+        cas_lost=EventType.CAS_LOST.value,
+        started=EventType.STARTED.value,
+        channel=NOTIFY_CHANNEL,
+        payload=WAKE_EVENTS,
+    )
+    .columns(Column("settled", JSON), Column("notified"), *JOB_COLUMNS)
+)
+"""PostgreSQL's `jobs_settle_claim`: one statement, built once."""
+
+
+async def _settle_claim_statement(
+    db: Database,
+    owner: str,
+    done: Sequence[Settled],
+    queues: Sequence[str],
+    limit: int,
+    now: datetime,
+    lease: float,
+) -> tuple[dict[int, str], list[Job]]:
+    params = {
+        "ids": [i for i, _, _ in done],
+        "attempts": [a for _, a, _ in done],
+        "results": [None if r is None else json.dumps(r) for _, _, r in done],
+        "queues": list(queues),
+        "n": limit,
+        "owner": owner,
+        "now": now,
+        "until": now + timedelta(seconds=lease),
+    }
+    rows = await db.write_statement(_SETTLE_CLAIM, params, wake=(WAKE_EVENTS,))
+    statuses = {int(i): str(status) for i, status in rows[0].settled}
+    claimed = sorted((_job_of(r) for r in rows if r.id is not None), key=_claim_order)
+    return statuses, claimed
+
+
+def _job_of(row: Row[Any]) -> Job:
+    """A Job from a row holding every `jobs` column and maybe others (which are left out)."""
+    m = row._mapping
+    values = {name: m[name] for name in _JOB_KEYS}
+    values["status"] = JobStatus(values["status"])
+    return Job(**values)
+
+
+_JOB_KEYS = tuple(c.name for c in JOB_COLUMNS)

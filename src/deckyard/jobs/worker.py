@@ -47,11 +47,13 @@ from deckyard.jobs.store import (
     job_claim,
     job_enqueue_claimed,
     job_fail,
+    job_hand_off,
     job_next_due,
     jobs_cancel_requested,
     jobs_complete,
     jobs_fail_overdue,
     jobs_release,
+    jobs_settle_claim,
     jobs_unclaim,
     lease_extend,
     wake_channel,
@@ -255,11 +257,13 @@ class Worker:
         rt = self.runtime
         self.slots.reserved += 1
         try:
-            job = await rt.db.write(
-                lambda conn: job_enqueue_claimed(
-                    rt.db, conn, new, now, self.owner, rt.settings.job_lease_seconds
+            lease = rt.settings.job_lease_seconds
+            if rt.settings.job_one_hop:
+                job = await job_hand_off(rt.db, new, now, self.owner, lease)
+            else:
+                job = await rt.db.write(
+                    lambda conn: job_enqueue_claimed(rt.db, conn, new, now, self.owner, lease)
                 )
-            )
         finally:
             self.slots.reserved -= 1
         rt.metrics.claims += 1
@@ -335,7 +339,13 @@ class Worker:
             return settled, claimed
 
         try:
-            settled, claimed = await rt.db.write(settle_and_claim)
+            if self._one_hop(batch):
+                done = [(o.job.id, o.job.attempt, o.result) for o in batch]
+                settled, claimed = await jobs_settle_claim(
+                    rt.db, self.owner, done, self.queues, free, now, lease
+                )
+            else:
+                settled, claimed = await rt.db.write(settle_and_claim)
         except BaseException:
             self._outcomes[:0] = batch
             raise
@@ -352,6 +362,12 @@ class Worker:
         if runnable:
             self.beat_loop.poke()
         return ACTIVE if claimed else idle
+
+    def _one_hop(self, batch: list[Outcome]) -> bool:
+        """True when `jobs_settle_claim` can record the whole batch: plain successes only."""
+        return self.runtime.settings.job_one_hop and all(
+            o.kind == "success" and not o.hooks for o in batch
+        )
 
     def _start(self, job: Job) -> None:
         ctx = JobContext(
@@ -534,7 +550,13 @@ class Worker:
             return statuses
 
         try:
-            statuses = await self.runtime.db.write(settle)
+            if self._one_hop(batch):
+                done = [(o.job.id, o.job.attempt, o.result) for o in batch]
+                statuses, _ = await jobs_settle_claim(
+                    self.runtime.db, self.owner, done, self.queues, 0, self.runtime.clock.now(), 0
+                )
+            else:
+                statuses = await self.runtime.db.write(settle)
         except BaseException:
             self._outcomes[:0] = batch
             raise

@@ -118,6 +118,15 @@ class Settings(BaseSettings):
         "inserted already claimed by that worker and starts at once (no wakeup, no second "
         "transaction).",
     )
+    job_prefetch_max: int = Field(
+        100,
+        ge=0,
+        le=10_000,
+        description="Ceiling of the adaptive prefetch: a worker buffers enough jobs to cover "
+        "two claim round trips at its current completion rate (at least job_prefetch, at most "
+        "this), so slots stay busy when round trips are slow; a buffered job waits about two "
+        "round trips.",
+    )
     job_one_hop: bool = Field(
         True,
         description="A worker settles a batch of plain successes and claims its next jobs, with "

@@ -20,13 +20,14 @@ from sqlalchemy.engine import Connection, Engine
 current_loop: ContextVar[str] = ContextVar("deckyard_current_loop", default="request")
 
 _WRITE = re.compile(r"^\s*(?:INSERT|UPDATE|DELETE|REPLACE|UPSERT)\b", re.IGNORECASE)
-_CTE_WRITE = re.compile(r"\)\s*(?:INSERT|UPDATE|DELETE)\b", re.IGNORECASE)
+_CTE_WRITE = re.compile(r"[()]\s*(?:INSERT|UPDATE|DELETE)\b", re.IGNORECASE)
+"""A write behind a `WITH`: the main statement (`) UPDATE`) or a data-modifying CTE (`( UPDATE`)."""
 _CONTROL = re.compile(r"^\s*(?:BEGIN|COMMIT|ROLLBACK|SAVEPOINT|RELEASE|PRAGMA)\b", re.IGNORECASE)
 _NOTIFY = re.compile(r"pg_notify\s*\(", re.IGNORECASE)
 
 
 def is_write_statement(sql: str) -> bool:
-    """True for INSERT/UPDATE/DELETE statements, including those behind a `WITH`."""
+    """True for INSERT/UPDATE/DELETE statements, including those behind or inside a `WITH`."""
     if _WRITE.match(sql):
         return True
     return sql.lstrip()[:4].upper() == "WITH" and bool(_CTE_WRITE.search(sql))

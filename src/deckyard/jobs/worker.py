@@ -4,9 +4,10 @@ Three loops per worker, all on `Loop`: `claim` (wakes on enqueue and on a freed 
 (one UPDATE per interval for every lease it holds; silent with nothing running) and `settle`
 (finishes queued up while a previous flush ran are committed together: a group commit).
 
-Prefetch: while its jobs are short, a claim takes up to `job_prefetch` jobs more than the free
-slots; they wait in a local buffer (their leases heartbeated with the running ones) and a freed
-slot starts the next one at once, without a round trip. On stop the buffer is handed back with
+Prefetch: while its jobs are short, a claim takes jobs beyond the free slots (enough to cover
+two claim round trips at the current completion rate, `job_prefetch` to `job_prefetch_max`);
+they wait in a local buffer (their leases heartbeated with the running ones) and a freed slot
+starts the next one at once, without a round trip. On stop the buffer is handed back with
 the attempt the claim counted (`jobs_unclaim`); after a crash, recovery takes them like any
 expired lease.
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import socket
 import uuid
@@ -141,6 +143,8 @@ class Worker:
         """Claimed jobs waiting for a slot (prefetch)."""
         self._avg_run = 0.0
         """Moving average of this worker's handler run times, seconds: gates prefetch."""
+        self._avg_claim = 0.0
+        """Moving average of this worker's claim round trips, seconds: sizes prefetch."""
         self._outcomes: list[Outcome] = []
         self._stopping = False
         self._maybe_more = False
@@ -280,8 +284,19 @@ class Worker:
             self._queue_outcome(Outcome(self.buffer.popleft(), "unclaim"))
 
     def _prefetch(self) -> int:
+        """How many jobs to buffer beyond the free slots: cover two claim round trips.
+
+        At `concurrency / avg_run` completions a second, a round trip of `avg_claim` seconds
+        empties `concurrency * avg_claim / avg_run` buffered jobs; twice that keeps slots busy
+        while one claim is in flight, within [`job_prefetch`, `job_prefetch_max`].
+        """
         s = self.runtime.settings
-        return s.job_prefetch if self._avg_run <= s.job_prefetch_max_job_seconds else 0
+        if s.job_prefetch == 0 or self._avg_run > s.job_prefetch_max_job_seconds:
+            return 0
+        if s.job_prefetch_max <= s.job_prefetch:
+            return s.job_prefetch
+        need = 2 * self.concurrency * self._avg_claim / max(self._avg_run, 1e-5)
+        return max(s.job_prefetch, min(math.ceil(need), s.job_prefetch_max))
 
     def _fill_slots(self) -> None:
         self.slots.grant()
@@ -338,6 +353,7 @@ class Worker:
             await events_append(rt.db, conn, events, now)
             return settled, claimed
 
+        began = rt.clock.monotonic()
         try:
             if self._one_hop(batch):
                 done = [(o.job.id, o.job.attempt, o.result) for o in batch]
@@ -349,6 +365,8 @@ class Worker:
         except BaseException:
             self._outcomes[:0] = batch
             raise
+        if free:
+            self._avg_claim += (rt.clock.monotonic() - began - self._avg_claim) * 0.2
         self._account(batch, settled)
         self._maybe_more = bool(free) and len(claimed) == free
         runnable = [j for j in claimed if j.deadline_at is None or j.deadline_at > now]

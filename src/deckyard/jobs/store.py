@@ -868,8 +868,11 @@ head AS (
             SELECT pg_notify(:channel, :payload) WHERE EXISTS (SELECT 1 FROM ev)
         ) AS n) AS notified
 )
-SELECT head.settled, head.notified, claimed.* FROM head LEFT JOIN claimed ON true
+SELECT CASE WHEN row_number() OVER () = 1 THEN head.settled END AS settled,
+    head.notified, claimed.*
+FROM head LEFT JOIN claimed ON true
 """
+# `settled` comes once, on the first row, not parsed again on every claimed row.
 _SETTLE_CLAIM = (
     text(_SETTLE_CLAIM_PG)
     .bindparams(
@@ -912,7 +915,8 @@ async def _settle_claim_statement(
         "until": now + timedelta(seconds=lease),
     }
     rows = await db.write_statement(_SETTLE_CLAIM, params, wake=(WAKE_EVENTS,))
-    statuses = {int(i): str(status) for i, status in rows[0].settled}
+    settled = next(r.settled for r in rows if r.settled is not None)
+    statuses = {int(i): str(status) for i, status in settled}
     claimed = sorted((_job_of(r) for r in rows if r.id is not None), key=_claim_order)
     return statuses, claimed
 

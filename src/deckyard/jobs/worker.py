@@ -145,6 +145,8 @@ class Worker:
         """Moving average of this worker's handler run times, seconds: gates prefetch."""
         self._avg_claim = 0.0
         """Moving average of this worker's claim round trips, seconds: sizes prefetch."""
+        self._last_plain = True
+        """Whether the last claim tick's batch held plain successes only (a cheap settle)."""
         self._outcomes: list[Outcome] = []
         self._stopping = False
         self._maybe_more = False
@@ -288,12 +290,17 @@ class Worker:
 
         At `concurrency / avg_run` completions a second, a round trip of `avg_claim` seconds
         empties `concurrency * avg_claim / avg_run` buffered jobs; twice that keeps slots busy
-        while one claim is in flight, within [`job_prefetch`, `job_prefetch_max`].
+        while one claim is in flight, within [`job_prefetch`, `job_prefetch_max`]. Only while
+        the worker's batches are plain successes: settling hooks costs statements per job, so
+        a bigger batch would lengthen the very round trip it is meant to cover (and hold the
+        SQLite writer lock, and so the heartbeat, for longer); nor while round trips are slow
+        next to the lease.
         """
         s = self.runtime.settings
         if s.job_prefetch == 0 or self._avg_run > s.job_prefetch_max_job_seconds:
             return 0
-        if s.job_prefetch_max <= s.job_prefetch:
+        slow = self._avg_claim * 8 > s.job_lease_seconds
+        if s.job_prefetch_max <= s.job_prefetch or not self._last_plain or slow:
             return s.job_prefetch
         need = 2 * self.concurrency * self._avg_claim / max(self._avg_run, 1e-5)
         return max(s.job_prefetch, min(math.ceil(need), s.job_prefetch_max))
@@ -354,6 +361,8 @@ class Worker:
             return settled, claimed
 
         began = rt.clock.monotonic()
+        if batch:
+            self._last_plain = self._plain(batch)
         try:
             if self._one_hop(batch):
                 done = [(o.job.id, o.job.attempt, o.result) for o in batch]
@@ -381,11 +390,14 @@ class Worker:
             self.beat_loop.poke()
         return ACTIVE if claimed else idle
 
+    @staticmethod
+    def _plain(batch: list[Outcome]) -> bool:
+        """True when the batch holds plain successes only (no hook, no failure or release)."""
+        return all(o.kind == "success" and not o.hooks for o in batch)
+
     def _one_hop(self, batch: list[Outcome]) -> bool:
         """True when `jobs_settle_claim` can record the whole batch: plain successes only."""
-        return self.runtime.settings.job_one_hop and all(
-            o.kind == "success" and not o.hooks for o in batch
-        )
+        return self.runtime.settings.job_one_hop and self._plain(batch)
 
     def _start(self, job: Job) -> None:
         ctx = JobContext(

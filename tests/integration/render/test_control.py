@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import event, insert, update
+from sqlalchemy import delete, event, insert, update
 from sqlalchemy.exc import IntegrityError
 
 from deckyard.artifacts import ArtifactStore
@@ -397,6 +397,23 @@ async def test_success_commits_the_result_and_stores_the_artefact(plane: Plane) 
     assert done.artifact_key is not None
     assert await p.store.get(done.artifact_key) is not None
     assert await p.active() == []
+
+
+async def test_a_new_attempt_on_a_reused_row_id_is_still_fetched(plane: Plane) -> None:
+    """Deleted rows (a validation forgets its renders) free their ids, which SQLite hands out
+    again: the new attempt must not inherit the old one's "already fetched" mark."""
+    p = plane
+    for n in range(2):
+        req = await p.request(n=n)
+        await p.coordinator.probe_once()
+        await p.coordinator.dispatch_once()
+        p.renderers[0].set_all("succeeded")
+        await p.coordinator.receipts_once()
+        await p.settle_results()
+        assert (await p.get(req)).status is RequestStatus.SUCCEEDED, f"render {n}"
+        async with p.db.write_transaction() as conn:
+            await conn.execute(delete(render_attempts))
+            await conn.execute(delete(render_requests))
 
 
 @pytest.mark.parametrize("spoiler", ["expired_lease", "cancelled", "deadline"])

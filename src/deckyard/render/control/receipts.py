@@ -77,9 +77,11 @@ class ReceiptPoller:
         self.renderer_names = renderer_names
         self.clock = clock
         self.stats = ReceiptStats()
-        self._unknown_since: dict[int, float] = {}
-        self._fetching: dict[int, asyncio.Task[bool]] = {}
-        self._fetched_ids: set[int] = set()
+        # Keyed by attempt key, never by row id: a row id can come back for a new attempt
+        # once rows are deleted (SQLite reuses the highest), and would inherit this state.
+        self._unknown_since: dict[str, float] = {}
+        self._fetching: dict[str, asyncio.Task[bool]] = {}
+        self._fetched_keys: set[str] = set()
         """Attempts whose result is committed; a poll that read the attempt list before that
         commit must not download it again (a failed download stays eligible for a retry)."""
 
@@ -102,10 +104,10 @@ class ReceiptPoller:
         for attempt in active:
             if attempt.request_id not in stop_ids:
                 by_renderer[attempt.renderer_row_id].append(attempt)
-        live_ids = {a.id for a in active}
-        for gone in set(self._unknown_since) - live_ids:
+        live_keys = {a.attempt_key for a in active}
+        for gone in set(self._unknown_since) - live_keys:
             del self._unknown_since[gone]
-        self._fetched_ids &= live_ids
+        self._fetched_keys &= live_keys
         for attempts in by_renderer.values():
             source = self._source(attempts[0])
             if source is not None:
@@ -187,7 +189,7 @@ class ReceiptPoller:
                 )
                 continue
             if receipt.status is not AttemptStatus.UNKNOWN:
-                self._unknown_since.pop(attempt.id, None)
+                self._unknown_since.pop(attempt.attempt_key, None)
             if receipt.status in LIVE:
                 left = (attempt.lease_expires_at - now).total_seconds()
                 if attempt.last_receipt_at is None or left < renew_below:
@@ -213,7 +215,7 @@ class ReceiptPoller:
                     )
                 )
             else:
-                first = self._unknown_since.setdefault(attempt.id, mono)
+                first = self._unknown_since.setdefault(attempt.attempt_key, mono)
                 if mono - first >= self.settings.render_unknown_reconcile_after_seconds:
                     self.stats.unknown_reconciled += 1
                     plan.ends.append(
@@ -254,21 +256,22 @@ class ReceiptPoller:
     def _start_fetch(
         self, attempt: RenderAttempt, receipt: Receipt, source: RendererSource
     ) -> None:
-        running = self._fetching.get(attempt.id)
-        if attempt.id in self._fetched_ids or (running is not None and not running.done()):
+        key = attempt.attempt_key
+        running = self._fetching.get(key)
+        if key in self._fetched_keys or (running is not None and not running.done()):
             return
         task = asyncio.create_task(
             self.committer.fetch_and_commit(attempt, receipt, source),
             name=f"render-result:{attempt.attempt_key}",
         )
-        self._fetching[attempt.id] = task
-        task.add_done_callback(functools.partial(self._fetched, attempt.id))
+        self._fetching[key] = task
+        task.add_done_callback(functools.partial(self._fetched, key))
 
-    def _fetched(self, attempt_id: int, task: asyncio.Task[bool]) -> None:
-        if self._fetching.get(attempt_id) is task:
-            del self._fetching[attempt_id]
+    def _fetched(self, key: str, task: asyncio.Task[bool]) -> None:
+        if self._fetching.get(key) is task:
+            del self._fetching[key]
         if not task.cancelled() and task.exception() is None and task.result():
-            self._fetched_ids.add(attempt_id)
+            self._fetched_keys.add(key)
         if not task.cancelled() and task.exception() is not None:
             log.error("result commit failed", exc_info=task.exception())
 

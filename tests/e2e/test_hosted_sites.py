@@ -86,6 +86,7 @@ def test_publish_serve_republish_share_and_unpublish(site: Site) -> None:
     bad = site.call("POST", f"/v1/decks/{deck_id}/publish", json={"visibility": "everyone"})
     assert bad.status_code == 422 and bad.json()["error"]["field"] == "visibility", bad.text
     assert site.call("GET", f"/v1/decks/{deck_id}/publications").json() == []
+    assert site.call("GET", "/v1/tasks").json() == []
     assert site.call("GET", f"/v1/decks/{deck_id}/site").json()["error"]["code"] == (
         "SITE_NOT_FOUND"
     )

@@ -4,6 +4,7 @@ live one's are kept (and named as referenced for the store sweeper)."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from types import SimpleNamespace
 from typing import Any
@@ -103,3 +104,20 @@ async def test_go_live_switch_resume_and_purge(db_url: str) -> None:
         assert gone.status_code == 404 and gone.json()["error"]["code"] == "SITE_NOT_FOUND"
         assert await app.state.decks.sites.purge_ended(10) == 1
         assert not [k for k in await store.keys() if k.startswith("sites/")]
+
+
+async def test_concurrent_go_lives_leave_the_latest_publish_live(db_url: str) -> None:
+    async with running_app(db_url) as (app, client):
+        alice = await make_token(app, "alice")
+        deck_id = (await client.post("/v1/decks", json=json_deck(), headers=alice)).json()["id"]
+        builds = [await built_site(app, deck_id, t, f"Edition {t}") for t in range(1, 7)]
+        await asyncio.gather(
+            *(go_live(app, deck_id, t, b) for t, b in zip(range(1, 7), builds, strict=True))
+        )
+        listed = (await client.get(f"/v1/decks/{deck_id}/publications", headers=alice)).json()
+        live = [p for p in listed if p["status"] == "live"]
+        assert len(live) == 1 and live[0]["task_id"] == 6, listed
+        assert {p["status"] for p in listed if p["task_id"] != 6} == {"superseded"}
+        served = await client.get(f"/sites/alice/{deck_id}/")
+        assert "Edition 6" in served.text
+        assert served.headers["x-deckyard-publication"] == str(live[0]["id"])

@@ -17,6 +17,7 @@ from deckyard.decks.compile.documents import (
 )
 from deckyard.decks.compile.themes import expand_theme
 from deckyard.decks.errors import CompileErrorCode, DeckSourceError
+from deckyard.decks.site.presenter import page_notes
 from deckyard.decks.source.folder import load_deck_folder
 from deckyard.decks.source.limits import DeckLimits
 from deckyard.decks.source.zip_archive import load_deck_zip
@@ -190,6 +191,7 @@ def test_a_reveal_js_folder_is_a_deck_of_its_slides_each_shown_through_reveal_js
     assert "\n.reveal .slides" in third or ".reveal .slides {" in third  # the theme unscoped
     assert '.slide[data-page="slide-03"] .reveal' not in third
     assert 'data-src="data:image/png;base64,' in third  # lazy images inlined too
+    assert [page_notes(p.document) for p in report.pages] == [[], [], [], ["A speaker note"]]
     printed = compile_print_document(deck, limits)
     assert "overrides.view = 'print'" in printed and "const at = null;" in printed
     assert printed.count("<section") == 5 and "data-page=" not in printed

@@ -27,13 +27,13 @@ from deckyard.decks.compile.assets import (
 from deckyard.decks.compile.css_scope import CssContext, rewrite_stylesheet, rewrite_values
 from deckyard.decks.compile.markdown import LINE_ATTR, MARKER_TAG
 from deckyard.decks.compile.reveal import REVEAL_SCRIPT, go_to_slide_script
-from deckyard.decks.compile.slide_markdown import render_slide
+from deckyard.decks.compile.slide_markdown import NOTES_CLASS, render_slide
 from deckyard.decks.errors import CompileErrorCode, CompileProblem
 from deckyard.decks.source.assemble import ASSETS_DIR
 from deckyard.decks.source.deck_source import PageKind, PageSource
 from deckyard.decks.source.limits import DeckLimits
 from deckyard.decks.source.markdown_directives import split_comments
-from deckyard.decks.source.reveal_html import SLIDE_MARK
+from deckyard.decks.source.reveal_html import SLIDE_MARK, reveal_slides
 
 FORMATTER = HTMLFormatter(
     entity_substitution=EntitySubstitution.substitute_xml, void_element_close_prefix=""
@@ -226,8 +226,27 @@ class _PageCompiler:
                 )
                 return
 
+    def reveal_notes(self, soup: BeautifulSoup, at: tuple[int, int]) -> None:
+        """Copy slide `at`'s reveal.js notes into a hidden `.dy-notes` (the presenter view's)."""
+        section = next((s for h, v, s in reveal_slides(soup) if (h, v) == at), None)
+        if section is None or soup.body is None:
+            return
+        notes = [a.get_text().strip() for a in section.select("aside.notes")]
+        notes += [str(section["data-notes"])] if section.has_attr("data-notes") else []
+        if not any(notes):
+            return
+        aside = soup.new_tag("aside", attrs={"class": NOTES_CLASS, "hidden": ""})
+        aside["style"] = "display:none"
+        for note in filter(None, notes):
+            paragraph = soup.new_tag("p")
+            paragraph.string = note
+            aside.append(paragraph)
+        soup.body.append(aside)
+
     def reveal_slide(self, soup: BeautifulSoup, at: tuple[int, int] | None) -> None:
         """Add the lines that show slide `at` (every slide, to print: None) after reveal.js."""
+        if at is not None:
+            self.reveal_notes(soup, at)
         for tag in soup.find_all("script"):
             if isinstance(tag, Tag) and REVEAL_SCRIPT.search(str(tag.get("src", ""))):
                 go = soup.new_tag("script")

@@ -52,7 +52,7 @@ def is_reveal_html(text: str) -> bool:
     )
 
 
-def _slides(soup: BeautifulSoup) -> list[tuple[int, int, Tag]]:
+def reveal_slides(soup: BeautifulSoup) -> list[tuple[int, int, Tag]]:
     """(h, v, section) of each slide in showing order."""
     container = soup.select_one(".reveal > .slides")
     if container is None:
@@ -120,7 +120,7 @@ def deck_from_reveal_html(
 ) -> DeckSource:
     """The reveal.js deck in `text` (its `index.html`) with the `files` beside it."""
     soup = BeautifulSoup(text, "html5lib")
-    slides = _slides(soup)
+    slides = reveal_slides(soup)
     if not slides:
         raise DeckSourceError(
             Code.NO_PAGES, f"{filename}: no <section> slides in .reveal .slides", file=filename

@@ -140,13 +140,16 @@ class Settings(BaseSettings):
         "this: a buffered job of a slow kind would wait for a slot another node may have free.",
     )
     job_max_suspended: int = Field(
-        1000,
+        64,
         ge=0,
         le=100_000,
         description="Jobs one worker lets wait for their children (or a render request) "
         "without holding a slot, so other jobs, those children among them, run meanwhile. A "
         "wait past this keeps its slot; 0 makes every wait keep it. Each suspended job keeps "
-        "its lease (one batched heartbeat for all) and a task in the worker's process.",
+        "its lease (one batched heartbeat for all) and a task in the worker's process. It also "
+        "bounds the screenshot jobs a node's deck (and AI) jobs keep active at once: keep "
+        "nodes x (this + deck_job_concurrency) below render_workspace_queue_limit, or a big "
+        "publish meets RENDER_QUEUE_FULL.",
     )
     job_stop_grace_seconds: float = Field(10.0, ge=0)
     job_recovery_backoff_seconds: float = Field(1.0, ge=0)

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 import pytest
 
 from deckyard.clock import SYSTEM_CLOCK
+from deckyard.config import Settings
 from deckyard.jobs import JobContext, current_job, slot_released
 from deckyard.jobs.context import set_current_job
 from deckyard.jobs.models import Job
@@ -254,3 +255,13 @@ async def test_a_sub_task_cancelled_by_its_handler_still_takes_the_slot_back() -
     pool.end(2)
     await asyncio.wait_for(job_task, 1)
     assert pool.slots.occupied == 1 and not pool.slots.suspended
+
+
+def test_by_default_one_nodes_waiting_deck_jobs_fit_the_workspace_render_queue() -> None:
+    # Each suspended or slot-holding deck job has at most one active screenshot child: a
+    # publish of the biggest deck must not fill the workspace's render queue (RENDER_QUEUE_FULL
+    # would make its pages `unavailable`).
+    s = Settings.load()
+    deck = s.job_max_suspended + s.deck_job_concurrency
+    ai = s.job_max_suspended + s.ai_job_concurrency
+    assert deck + ai < s.render_workspace_queue_limit

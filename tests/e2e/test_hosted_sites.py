@@ -192,7 +192,7 @@ def test_publish_serve_republish_share_and_unpublish(site: Site) -> None:
     second_page = site.client.get(f"{site.url}{shared['url']}{changed.group(1)}")
     assert second_page.status_code == 200 and "second" in second_page.text
     old_name = site.client.get(f"{site.url}{shared['url']}{page_file.group(1)}")
-    assert old_name.status_code == 404, "the superseded publication's page is not served"
+    assert old_name.status_code == 404, "a public publication's pages are not served as private"
     assert site.client.head(site.url + shared["url"]).status_code == 200
 
     forged = shared["token"][:-2] + ("AA" if not shared["token"].endswith("AA") else "BB")

@@ -62,6 +62,8 @@ async def test_go_live_switch_resume_and_purge(db_url: str) -> None:
 
         first = await go_live(app, deck_id, 1, await built_site(app, deck_id, 1, "First"))
         assert first["status"] == "live"
+        first_files = (await client.get(base + "manifest.json")).json()["files"]
+        first_files = [f["path"] for f in first_files]
         served = await client.get(base)
         assert served.status_code == 200 and "First" in served.text
         assert served.headers["x-deckyard-publication"] == str(first["publication_id"])
@@ -70,10 +72,25 @@ async def test_go_live_switch_resume_and_purge(db_url: str) -> None:
         again = await go_live(app, deck_id, 1, await built_site(app, deck_id, 1, "First"))
         assert again["publication_id"] == first["publication_id"]
 
+        page_name = (await client.get(f"/v1/decks/{deck_id}", headers=alice)).json()["pages"][0]
+        edited = await client.put(
+            f"/v1/decks/{deck_id}/pages/{page_name['page']}",
+            json={"source": "# Edited\n", "skip_visual_verification": True},
+            headers=alice,
+        )
+        assert edited.status_code == 201, edited.text
         third = await go_live(app, deck_id, 3, await built_site(app, deck_id, 3, "Third"))
         late = await go_live(app, deck_id, 2, await built_site(app, deck_id, 2, "Second"))
         assert (third["status"], late["status"]) == ("live", "superseded")
         assert "Third" in (await client.get(base)).text
+
+        # A page the previous index named (its hashed name) is still served, from its own
+        # publication, while that one's files are kept: a reader mid-switch gets no 404.
+        first_pages = [p for p in first_files if p.startswith("pages/")]
+        old_page = await client.get(base + first_pages[0])
+        assert old_page.status_code == 200
+        assert old_page.headers["x-deckyard-publication"] == str(first["publication_id"])
+        assert old_page.headers["cache-control"] == "public, max-age=31536000, immutable"
         listed = (await client.get(f"/v1/decks/{deck_id}/publications", headers=alice)).json()
         assert [(p["task_id"], p["status"]) for p in listed] == [
             (2, "superseded"),
@@ -94,6 +111,7 @@ async def test_go_live_switch_resume_and_purge(db_url: str) -> None:
         left = {k for k in await store.keys() if k.startswith("sites/")}
         assert left and all(k.startswith(store_prefix("alice", deck_id, 3)) for k in left)
         assert await app.state.decks.sites.purge_ended(10) == 0
+        assert (await client.get(base + first_pages[0])).status_code == 404
         assert "Third" in (await client.get(base)).text
         listed = (await client.get(f"/v1/decks/{deck_id}/publications", headers=alice)).json()
         assert [p["files_deleted"] for p in listed] == [True, False, True]

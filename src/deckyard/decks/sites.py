@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -20,11 +21,13 @@ from deckyard.config import Settings
 from deckyard.db import Database
 from deckyard.decks.site.hosting import (
     CONTENT_SECURITY_POLICY,
+    PublicationStatus,
     ShareTokenError,
     SiteCode,
     Visibility,
     cache_control_of,
     etag_of,
+    is_content_hashed,
     is_safe_site_path,
     share_token_read,
     share_token_sign,
@@ -46,6 +49,8 @@ from deckyard.decks.store_sites import (
 )
 
 INDEX = "index.html"
+EARLIER_PUBLICATIONS = 10
+"""How many of a deck's latest publications a hashed file the live one lacks is looked up in."""
 
 
 class SiteRefused(Exception):
@@ -133,7 +138,9 @@ class SiteService:
         if visibility is Visibility.PRIVATE and share_token is None:
             raise gone
         path = path or INDEX
-        entry = live.file(path) if is_safe_site_path(path) else None
+        source, entry = live, live.file(path) if is_safe_site_path(path) else None
+        if entry is None and is_content_hashed(path) and is_safe_site_path(path):
+            source, entry = await self._earlier(live, path)
         if entry is None:
             raise SiteRefused(404, SiteCode.SITE_NOT_FOUND, f"the site has no file {path!r}")
         shared = share_token is not None
@@ -149,10 +156,32 @@ class SiteService:
             content_type=str(entry["content_type"]),
             etag=etag_of(str(entry["sha256"])),
             cache_control=cache_control_of(path, Visibility.PRIVATE if shared else visibility),
-            store_key=live.store_prefix + path,
-            publication_id=live.id,
+            store_key=source.store_prefix + path,
+            publication_id=source.id,
             headers=headers,
         )
+
+    async def _earlier(
+        self, live: PublicationRow, path: str
+    ) -> tuple[PublicationRow, dict[str, Any] | None]:
+        """A content-hashed file the live publication lacks, from a superseded one of the same
+        deck and visibility whose files are still kept.
+
+        A browser that loaded the previous `index.html` just before a switch asks for the
+        previous pages by their hashed names; a hashed name always means the same bytes, so
+        serving them from the older publication is exact, and keeps "immutable" true.
+        """
+        async with self.db.read_connection() as conn:
+            recent = await publication_list(conn, live.deck_id, EARLIER_PUBLICATIONS)
+        for p in recent:
+            if (
+                p.status == PublicationStatus.SUPERSEDED.value
+                and p.visibility == live.visibility
+                and p.files_deleted_at is None
+                and (entry := p.file(path)) is not None
+            ):
+                return p, entry
+        return live, None
 
     async def read(self, found: SiteFile) -> bytes:
         """The bytes of a file `file()` found; 404 if the store lost them meanwhile."""

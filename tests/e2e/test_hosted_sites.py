@@ -177,6 +177,9 @@ def test_publish_serve_republish_share_and_unpublish(site: Site) -> None:
     assert short.status_code == 422 and short.json()["error"]["field"] == "expires_in_seconds"
     long = site.call("POST", links, json={"expires_in_seconds": 10**9}, headers=editor)
     assert long.status_code == 422 and long.json()["error"]["field"] == "expires_in_seconds"
+    for bad_body, field in (({"label": "x" * 201}, "label"), ({"expires": 60}, "expires")):
+        refused = site.call("POST", links, json=bad_body, headers=editor)
+        assert refused.status_code == 422 and refused.json()["error"]["field"] == field, field
     assert site.call("GET", links, headers=editor).json() == []
     link = site.call(
         "POST", links, json={"expires_in_seconds": 3600, "label": "board"}, headers=editor

@@ -13,6 +13,8 @@ import asyncio
 import contextlib
 import shutil
 import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,30 @@ def _check_key(key: str) -> str:
     if not key or key.startswith("/") or any(p in ("", ".", "..") for p in parts):
         raise ArtifactKeyError(f"bad artefact key {key!r}")
     return key
+
+
+TEMP_PREFIX = ".tmp-"
+"""The name prefix of a write in progress (renamed into place when complete)."""
+
+
+@dataclass(frozen=True)
+class StoredObject:
+    """One object in the store: its key, size and when it was last written (None: unknown)."""
+
+    key: str
+    size: int
+    modified: datetime | None
+
+
+def _modified(info: dict[str, Any]) -> datetime | None:
+    """The write time fsspec reports (`mtime` local, `LastModified` S3, `created` memory)."""
+    for name in ("mtime", "LastModified", "last_modified", "created"):
+        value = info.get(name)
+        if isinstance(value, datetime):
+            return value if value.tzinfo else value.replace(tzinfo=UTC)
+        if isinstance(value, int | float):
+            return datetime.fromtimestamp(value, UTC)
+    return None
 
 
 class ArtifactStore:
@@ -118,3 +144,22 @@ class ArtifactStore:
     async def keys(self) -> list[str]:
         """Every key in the store (temporary names included), for tests and audits."""
         return await asyncio.to_thread(self._keys)
+
+    def _listing(self) -> list[StoredObject]:
+        try:
+            found = self._fs.find(self._root, detail=True)
+        except FileNotFoundError:
+            return []
+        prefix = self._root + "/"
+        out = []
+        for path, info in found.items():
+            name = str(path)
+            if name.startswith(prefix) and info.get("type", "file") == "file":
+                out.append(
+                    StoredObject(name[len(prefix) :], int(info.get("size") or 0), _modified(info))
+                )
+        return sorted(out, key=lambda o: o.key)
+
+    async def listing(self) -> list[StoredObject]:
+        """Every object (temporary names included) with its size and write time, by key."""
+        return await asyncio.to_thread(self._listing)

@@ -264,6 +264,40 @@ class Settings(BaseSettings):
         5.0, gt=0, description="How often a driving process extends its task leases (one UPDATE)."
     )
 
+    # --- retention and the artefact sweep --------------------------------------------------
+    render_retention_seconds: float = Field(
+        7 * 24 * 3600.0,
+        gt=0,
+        description="Finished render requests (and their attempts) older than this are pruned; "
+        "their artefacts go too unless a job, page version or publication still points at them.",
+    )
+    task_retention_seconds: float = Field(
+        7 * 24 * 3600.0,
+        gt=0,
+        description="Finished tasks (and their events) older than this are pruned.",
+    )
+    retention_prune_interval_seconds: float = Field(
+        3600.0, gt=0, description="How often the render request and task prune looks."
+    )
+    retention_batch_size: int = Field(
+        500, ge=1, le=100_000, description="Rows one prune transaction deletes at most."
+    )
+    artifact_sweep_interval_seconds: float = Field(
+        3600.0,
+        gt=0,
+        description="How often the sweep lists the artefact store and deletes objects no row "
+        "refers to (and asset blobs no asset refers to).",
+    )
+    artifact_sweep_grace_seconds: float = Field(
+        3600.0,
+        gt=0,
+        description="The sweep never deletes an object (or asset blob) written more recently "
+        "than this: it may be a write whose row is not committed yet.",
+    )
+    artifact_sweep_batch_size: int = Field(
+        1000, ge=1, le=100_000, description="Store objects one sweep step checks and deletes."
+    )
+
     # --- decks -----------------------------------------------------------------------------
     deck_max_body_bytes: int = Field(
         64 * 1024 * 1024, ge=1024, description="Largest deck upload (ZIP or JSON); more is 413."

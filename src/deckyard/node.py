@@ -21,6 +21,7 @@ from deckyard.config import Settings
 from deckyard.db import Database
 from deckyard.db.migrate import upgrade
 from deckyard.decks.jobs.names import DECK_QUEUE
+from deckyard.decks.retention import Retention
 from deckyard.decks.service import DeckService
 from deckyard.jobs import Runtime
 from deckyard.loop import Loop
@@ -78,6 +79,7 @@ class Node:
             self.db, self.runtime, self.render, self.tasks, settings, clock=clock
         )
         self.ai = AiService(self.db, self.runtime, self.decks, settings, clock=clock)
+        self.retention = Retention(self.db, self.render.store, settings, clock)
         queues = {h.queue for h in self.runtime.handlers.values()}
         self.runtime.worker(sorted(queues - {DECK_QUEUE, AI_QUEUE}))
         self.runtime.worker([DECK_QUEUE], concurrency=settings.deck_job_concurrency)
@@ -95,7 +97,7 @@ class Node:
     @property
     def loop_owners(self) -> list[Runtime | TaskExecutor | RenderService | Component]:
         """Every component that runs loops, in start order (for `/readyz`, metrics, baseline)."""
-        return [self.runtime, self.tasks, self.render, *self.extras]
+        return [self.runtime, self.tasks, self.render, self.retention, *self.extras]
 
     @property
     def loops(self) -> list[Loop]:
@@ -113,6 +115,7 @@ class Node:
         await self.tasks.start(run_loops=s.background_loops)
         if s.background_loops:
             await self.render.start()
+            self.retention.start()
             for extra in self.extras:
                 extra.start()
         self.started = True
@@ -128,6 +131,7 @@ class Node:
         try:
             for extra in reversed(self.extras):
                 await extra.stop()
+            await self.retention.stop()
             await self.render.stop()
             await self.tasks.stop()
             await self.runtime.stop()

@@ -20,7 +20,7 @@ from fastapi import FastAPI
 from sqlalchemy import func, select
 
 from deckyard.ai.schema import ai_models
-from deckyard.decks.schema import deck_assets
+from deckyard.decks.schema import asset_blobs, deck_assets
 from deckyard.jobs import Runtime
 from tests.helpers.api import make_token, running_app
 from tests.helpers.decks import counts, json_deck
@@ -283,7 +283,10 @@ async def test_generated_image_becomes_an_asset(db_url: str) -> None:
         assert done.result["width"] == 256 and done.result["usage"]["total_tokens"] == 60
         async with app.state.db.read_connection() as conn:
             row = (await conn.execute(select(deck_assets).where(deck_assets.c.path == path))).one()
-        assert row.data == png_bytes(256, 256) and row.media_type == "image/png"
+            blob = (
+                await conn.execute(select(asset_blobs).where(asset_blobs.c.sha256 == row.sha256))
+            ).one()
+        assert blob.data == png_bytes(256, 256) and row.media_type == "image/png"
 
         # the same image again is the same asset, one row
         done = await finished(

@@ -126,8 +126,11 @@ class ImageJobs:
         path = f"{ASSET_DIR}/{image.sha256[:32]}.{image.extension}"
 
         async def store(conn: AsyncConnection) -> None:
-            if await deck_asset_put(self.db, conn, deck_id, path, image.media_type, answer.data):
-                await deck_touch(conn, deck_id, self.clock.now())
+            now = self.clock.now()
+            if await deck_asset_put(
+                self.db, conn, deck_id, path, image.media_type, answer.data, now
+            ):
+                await deck_touch(conn, deck_id, now)
 
         ctx.on_success(store)
         return {

@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from deckyard.api.errors import ApiError
 from deckyard.api.schema import api_tokens, workspaces
 from deckyard.db import Database
+from deckyard.jobs.actor import current_actor
 
 TOKEN_PREFIX = "dy_"
 SESSION_COOKIE = "deckyard_session"
@@ -174,6 +175,7 @@ async def any_principal(request: Request) -> Principal:
     """
     cached: Principal | None = getattr(request.state, "principal", None)
     if cached is not None:
+        current_actor.set(cached.token_id)
         return cached
     token = bearer_token(request)
     if token is None:
@@ -190,6 +192,7 @@ async def any_principal(request: Request) -> Principal:
     if principal is None:
         raise ApiError(401, "UNAUTHENTICATED", "unknown or revoked token")
     request.state.principal = principal
+    current_actor.set(principal.token_id)  # the jobs and tasks this request starts are its
     return principal
 
 

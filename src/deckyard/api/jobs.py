@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.sse import EventSourceResponse, ServerSentEvent
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from deckyard.api.auth import Principal, current_principal
 from deckyard.api.errors import ApiError
@@ -41,6 +41,9 @@ class JobOut(BaseModel):
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+    actor_token_id: int | None = Field(
+        None, description="The token whose request caused this job (None: the system)."
+    )
 
     @classmethod
     def of(cls, job: Job) -> JobOut:
@@ -64,6 +67,7 @@ class JobOut(BaseModel):
             created_at=job.created_at,
             started_at=job.started_at,
             finished_at=job.finished_at,
+            actor_token_id=job.actor_token_id,
         )
 
 

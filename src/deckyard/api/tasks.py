@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from deckyard.api.auth import Principal, current_principal
 from deckyard.api.errors import ApiError
@@ -33,6 +33,9 @@ class TaskOut(BaseModel):
     created_at: datetime
     updated_at: datetime
     finished_at: datetime | None
+    actor_token_id: int | None = Field(
+        None, description="The token whose request created this task (None: the system)."
+    )
 
 
 class TaskEventOut(BaseModel):

@@ -150,8 +150,9 @@ class AssetEdits:
 
         async def put(conn: AsyncConnection) -> AssetWrite:
             await _locked(conn, deck_id, base)
-            stored = await deck_asset_upsert(conn, deck_id, path, media_type, data)
-            await deck_touch(conn, deck_id, self.clock.now())
+            now = self.clock.now()
+            stored = await deck_asset_upsert(self.db, conn, deck_id, path, media_type, data, now)
+            await deck_touch(conn, deck_id, now)
             return stored
 
         stored = await self.db.write(put)

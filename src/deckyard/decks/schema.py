@@ -43,8 +43,20 @@ deck_assets = Table(
     Column("media_type", String(200), nullable=False),
     Column("size", Integer, nullable=False),
     Column("sha256", String(64), nullable=False),
-    Column("data", LargeBinary, nullable=False),
+    Index("ix_deck_assets_sha256", "sha256"),
 )
+"""A deck's assets by path; the bytes are the `asset_blobs` row of the same `sha256`."""
+
+asset_blobs = Table(
+    "asset_blobs",
+    metadata,
+    Column("sha256", String(64), primary_key=True),
+    Column("size", Integer, nullable=False),
+    Column("data", LargeBinary, nullable=False),
+    Column("stored_at", UTCDateTime, nullable=False),
+)
+"""Each distinct asset content once; `stored_at` is bumped by every upload of the same bytes,
+so the sweep (which removes blobs no asset refers to) never takes one an upload is using."""
 
 pages = Table(
     "pages",

@@ -126,7 +126,7 @@ class DeckService:
         compiled = {p.name: (p.document, p.sha256) for p in report.pages}
         now = self.clock.now()
         deck_id = await self.db.write(
-            lambda conn: deck_insert(conn, workspace_id, source, compiled, now)
+            lambda conn: deck_insert(self.db, conn, workspace_id, source, compiled, now)
         )
         return DeckCreated(deck_id, report.problems)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -11,8 +10,9 @@ from sqlalchemy import func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from deckyard.db import Database
-from deckyard.decks.schema import deck_assets, decks, page_versions, pages
+from deckyard.decks.schema import asset_blobs, deck_assets, decks, page_versions, pages
 from deckyard.decks.source.deck_source import Asset, DeckManifest, DeckSource, PageKind, PageSource
+from deckyard.decks.store_assets import asset_blob_store
 
 
 @dataclass(frozen=True)
@@ -68,6 +68,7 @@ _VERSION_COLS = (
 
 
 async def deck_insert(
+    db: Database,
     conn: AsyncConnection,
     workspace_id: str,
     source: DeckSource,
@@ -98,20 +99,17 @@ async def deck_insert(
         ).scalar_one()
     )
     if source.assets:
-        await conn.execute(
-            insert(deck_assets),
-            [
-                {
-                    "deck_id": deck_id,
-                    "path": a.path,
-                    "media_type": a.media_type,
-                    "size": len(a.data),
-                    "sha256": hashlib.sha256(a.data).hexdigest(),
-                    "data": a.data,
-                }
-                for a in source.assets.values()
-            ],
-        )
+        rows = [
+            {
+                "deck_id": deck_id,
+                "path": a.path,
+                "media_type": a.media_type,
+                "size": len(a.data),
+                "sha256": await asset_blob_store(db, conn, a.data, now),
+            }
+            for a in source.assets.values()
+        ]
+        await conn.execute(insert(deck_assets), rows)
     for position, page in enumerate(source.pages):
         page_id = int(
             (
@@ -128,13 +126,20 @@ async def deck_insert(
 
 
 async def deck_asset_put(
-    db: Database, conn: AsyncConnection, deck_id: int, path: str, media_type: str, data: bytes
+    db: Database,
+    conn: AsyncConnection,
+    deck_id: int,
+    path: str,
+    media_type: str,
+    data: bytes,
+    now: datetime,
 ) -> bool:
     """Add an asset unless the deck already has one at `path`; True when it was added.
 
     Callers name content-addressed assets by their hash, so an existing row holds the same
     bytes and a second store of one image is a no-op.
     """
+    digest = await asset_blob_store(db, conn, data, now)
     row = (
         await conn.execute(
             db.insert_ignoring_conflicts(deck_assets, index_elements=["deck_id", "path"])
@@ -143,8 +148,7 @@ async def deck_asset_put(
                 path=path,
                 media_type=media_type,
                 size=len(data),
-                sha256=hashlib.sha256(data).hexdigest(),
-                data=data,
+                sha256=digest,
             )
             .returning(deck_assets.c.path)
         )
@@ -349,9 +353,9 @@ async def deck_source(conn: AsyncConnection, deck: DeckRow) -> DeckSource:
     assets = {
         r.path: Asset(path=r.path, data=r.data, media_type=r.media_type)
         for r in await conn.execute(
-            select(deck_assets.c.path, deck_assets.c.data, deck_assets.c.media_type).where(
-                deck_assets.c.deck_id == deck.id
-            )
+            select(deck_assets.c.path, asset_blobs.c.data, deck_assets.c.media_type)
+            .join(asset_blobs, asset_blobs.c.sha256 == deck_assets.c.sha256)
+            .where(deck_assets.c.deck_id == deck.id)
         )
     }
     return DeckSource(

@@ -9,6 +9,7 @@ after locking with the version the client based its edit on.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -206,3 +207,12 @@ async def deck_style_set(
             theme_path=theme_path,
         )
     )
+
+
+async def page_version_artifact_keys_referenced(
+    conn: AsyncConnection, keys: Sequence[str]
+) -> set[str]:
+    """Those of `keys` that a page version's screenshot pointer names."""
+    key = page_versions.c.screenshot["artifact_key"].as_string()
+    rows = await conn.execute(select(key).where(key.in_(list(keys))))
+    return {str(r[0]) for r in rows}

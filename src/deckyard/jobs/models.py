@@ -38,6 +38,7 @@ class Job:
     updated_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+    actor_token_id: int | None = None
 
     @classmethod
     def from_row(cls, row: Row[Any]) -> Job:

@@ -34,6 +34,7 @@ jobs = Table(
     Column("updated_at", UTCDateTime, nullable=False),
     Column("started_at", UTCDateTime),
     Column("finished_at", UTCDateTime),
+    Column("actor_token_id", BigId),
     partial_index(
         "ix_jobs_claim", "queue", "priority", "run_at", "id", where=status_in([Lifecycle.PENDING])
     ),

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -38,6 +38,7 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from deckyard.db import NOTIFY_CHANNEL, Database, JSONPayload, UTCDateTime
+from deckyard.jobs.actor import current_actor
 from deckyard.jobs.models import Job, JobEvent
 from deckyard.jobs.schema import EVENT_COLUMNS, JOB_COLUMNS, job_events, jobs
 from deckyard.jobs.status import (
@@ -80,6 +81,7 @@ class NewJob:
     deadline_at: datetime | None = None
     parent_id: int | None = None
     workspace_id: str | None = None
+    actor_token_id: int | None = field(default_factory=current_actor.get)
 
     def row(self, now: datetime) -> dict[str, Any]:
         """The column values for the insert."""
@@ -96,6 +98,7 @@ class NewJob:
             "deadline_at": self.deadline_at,
             "parent_id": self.parent_id,
             "workspace_id": self.workspace_id,
+            "actor_token_id": self.actor_token_id,
             "created_at": now,
             "updated_at": now,
         }

@@ -35,6 +35,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from deckyard.clock import Clock
 from deckyard.config import Settings
 from deckyard.db import Database
+from deckyard.jobs.actor import acting_as
 from deckyard.jobs.context import JobContext, JobError, OnSuccess, set_current_job
 from deckyard.jobs.metrics import RuntimeMetrics
 from deckyard.jobs.models import Job
@@ -461,7 +462,8 @@ class Worker:
         scope = asyncio.timeout(timeout)
         try:
             async with scope:
-                result = await handler.fn(ctx)
+                with acting_as(job.actor_token_id):
+                    result = await handler.fn(ctx)
         except TimeoutError:
             if not scope.expired():
                 raise

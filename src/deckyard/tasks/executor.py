@@ -32,6 +32,7 @@ from deckyard.clock import SYSTEM_CLOCK, Clock
 from deckyard.config import Settings
 from deckyard.db import Database
 from deckyard.jobs import EnqueueSpec, Job, JobStatus, Runtime
+from deckyard.jobs.actor import acting_as, current_actor
 from deckyard.loop import IDLE, Loop, Tick
 from deckyard.tasks.reconciliation import reconcile_once
 from deckyard.tasks.status import RESUMABLE, TaskStatus
@@ -306,10 +307,18 @@ class TaskExecutor:
             raise KeyError(f"unknown task kind {kind!r}")
         now = self.clock.now()
         lease = self.settings.task_lease_seconds
+        actor = current_actor.get()
 
         async def create(conn: AsyncConnection) -> int:
             task_id = await task_insert(
-                conn, kind, params, workspace_id, now, owner=self.owner, lease=lease
+                conn,
+                kind,
+                params,
+                workspace_id,
+                now,
+                owner=self.owner,
+                lease=lease,
+                actor_token_id=actor,
             )
             await self._event(conn, task_id, "created", {"kind": kind})
             return task_id
@@ -475,17 +484,18 @@ class TaskExecutor:
             return job_ids, state
         job_ids = []
         for i, spec in enumerate(specs):
-            job = await self.runtime.enqueue(
-                spec.kind,
-                spec.payload,
-                queue=spec.queue,
-                dedupe_key=f"task:{task_id}:{stage.name}:{i}",
-                deadline=spec.deadline,
-                priority=spec.priority,
-                workspace_id=row["workspace_id"],
-                max_attempts=spec.max_attempts,
-                conn=conn,
-            )
+            with acting_as(row.get("actor_token_id")):
+                job = await self.runtime.enqueue(
+                    spec.kind,
+                    spec.payload,
+                    queue=spec.queue,
+                    dedupe_key=f"task:{task_id}:{stage.name}:{i}",
+                    deadline=spec.deadline,
+                    priority=spec.priority,
+                    workspace_id=row["workspace_id"],
+                    max_attempts=spec.max_attempts,
+                    conn=conn,
+                )
             job_ids.append(job.id)
         state.setdefault("jobs", {})[stage.name] = job_ids
         await task_state_set(conn, task_id, state, self.clock.now())

@@ -25,7 +25,9 @@ tasks = Table(
     Column("finished_at", UTCDateTime),
     Column("owner", String(128)),
     Column("lease_expires_at", UTCDateTime),
+    Column("actor_token_id", BigId),
     Index("ix_tasks_status", "status"),
+    Index("ix_tasks_finished", "finished_at"),
     Index("ix_tasks_workspace_created", "workspace_id", "created_at"),
 )
 

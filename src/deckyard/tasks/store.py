@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, func, insert, or_, select, update
+from sqlalchemy import and_, delete, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from deckyard.db import Database
@@ -30,6 +30,7 @@ async def task_insert(
     *,
     owner: str | None = None,
     lease: float = 0.0,
+    actor_token_id: int | None = None,
 ) -> int:
     """Insert a pending task at stage 0 (leased to `owner` when given); returns its id."""
     result = await conn.execute(
@@ -45,6 +46,7 @@ async def task_insert(
             updated_at=now,
             owner=owner,
             lease_expires_at=now + timedelta(seconds=lease) if owner else None,
+            actor_token_id=actor_token_id,
         )
         .returning(tasks.c.id)
     )
@@ -259,3 +261,38 @@ async def tasks_stale(
         .limit(limit)
     )
     return [int(r.id) for r in await conn.execute(stmt)]
+
+
+# --- retention --------------------------------------------------------------------------------
+
+
+async def tasks_prunable(conn: AsyncConnection, cutoff: datetime, limit: int) -> list[int]:
+    """Up to `limit` finished tasks that finished before `cutoff` (a read)."""
+    rows = await conn.execute(
+        select(tasks.c.id)
+        .where(tasks.c.finished_at < cutoff, tasks.c.status.not_in(RESUMABLE))
+        .order_by(tasks.c.finished_at, tasks.c.id)
+        .limit(limit)
+    )
+    return [int(r.id) for r in rows]
+
+
+async def tasks_prune(conn: AsyncConnection, ids: Sequence[int]) -> int:
+    """Delete the finished tasks `ids` with their events; how many tasks."""
+    ids = list(ids)
+    finished = select(tasks.c.id).where(tasks.c.id.in_(ids), tasks.c.status.not_in(RESUMABLE))
+    await conn.execute(delete(task_events).where(task_events.c.task_id.in_(finished)))
+    result = await conn.execute(
+        delete(tasks).where(tasks.c.id.in_(ids), tasks.c.status.not_in(RESUMABLE))
+    )
+    return int(result.rowcount)
+
+
+async def task_counts(conn: AsyncConnection) -> dict[str, int]:
+    """Row counts of `tasks` and `task_events`."""
+    out = {}
+    for table in (tasks, task_events):
+        out[table.name] = int(
+            (await conn.execute(select(func.count()).select_from(table))).scalar_one()
+        )
+    return out

@@ -60,6 +60,7 @@ render_requests = Table(
     ),
     Index("ix_render_requests_parent_job", "parent_job_id"),
     Index("ix_render_requests_workspace_status", "workspace_id", "status"),
+    Index("ix_render_requests_finished", "finished_at"),
 )
 """What should be rendered, for whom, until when; the unit a screenshot job waits for."""
 

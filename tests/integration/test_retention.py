@@ -4,8 +4,10 @@ row refers to, asset bytes are stored once by content hash, and an idle retentio
 
 from __future__ import annotations
 
+import hashlib
 from datetime import timedelta
 
+import httpx
 from fastapi import FastAPI
 from sqlalchemy import insert, update
 
@@ -14,6 +16,7 @@ from deckyard.decks.store import deck_get, page_version_set_screenshot
 from deckyard.jobs import Runtime
 from deckyard.jobs.schema import jobs
 from deckyard.render.control.schema import render_requests
+from deckyard.tasks.schema import task_events, tasks
 from tests.helpers.api import make_token, running_app
 from tests.helpers.decks import PNG_1PX, json_deck
 
@@ -103,7 +106,7 @@ async def test_the_sweep_keeps_what_rows_refer_to(db_url: str) -> None:
 async def test_prune_takes_old_requests_their_artefacts_and_old_tasks(db_url: str) -> None:
     async with running_app(
         db_url, render_retention_seconds=60.0, task_retention_seconds=60.0, **QUIET
-    ) as (app, client):
+    ) as (app, _client):
         retention = retention_of(app)
         store = retention.store
         now = app.state.node.clock.now()
@@ -130,12 +133,36 @@ async def test_prune_takes_old_requests_their_artefacts_and_old_tasks(db_url: st
                         finished_at=finished,
                     )
                 )
+            for finished, status in [(old, "succeeded"), (now, "failed"), (None, "running")]:
+                task = await conn.execute(
+                    insert(tasks)
+                    .values(
+                        kind="publish",
+                        status=status,
+                        stage=0,
+                        workspace_id="alice",
+                        params={},
+                        state={},
+                        created_at=old,
+                        updated_at=old,
+                        finished_at=finished,
+                    )
+                    .returning(tasks.c.id)
+                )
+                await conn.execute(
+                    insert(task_events).values(
+                        task_id=task.scalar_one(), created_at=old, type="created", data={}
+                    )
+                )
         for i in range(4):
             await store.put(f"renders/{i}.png", b"png")
-        assert await retention.prune_once() == (2, 0)
+        assert await retention.prune_once() == (2, 1)
         assert sorted(await store.keys()) == ["renders/2.png", "renders/3.png"]
         after = await retention.footprint()
         assert after.rows["render_requests"] == start.rows["render_requests"] + 2
+        assert after.rows["tasks"] == start.rows["tasks"] + 2
+        assert after.rows["task_events"] == start.rows["task_events"] + 2
+        assert await retention.prune_once() == (0, 0)
 
 
 async def test_assets_are_stored_once_by_content_hash(db_url: str) -> None:
@@ -162,3 +189,52 @@ async def test_assets_are_stored_once_by_content_hash(db_url: str) -> None:
         assert gone.status_code == 204, gone.text
         await retention.sweeper.sweep()
         assert (await retention.footprint()).asset_blobs == 0
+
+
+async def page_numbers(
+    client: httpx.AsyncClient, headers: dict[str, str], deck: int
+) -> dict[str, int]:
+    got = (await client.get(f"/v1/decks/{deck}", headers=headers)).json()
+    return {p["page"]: p["number"] for p in got["pages"]}
+
+
+async def test_an_asset_replacement_lands_only_when_its_pages_pass(db_url: str) -> None:
+    import io
+
+    from PIL import Image
+
+    def png(colour: tuple[int, int, int]) -> bytes:
+        out = io.BytesIO()
+        Image.new("RGB", (8, 8), colour).save(out, format="PNG")
+        return out.getvalue()
+
+    async with running_app(db_url, renderers=1, **QUIET) as (app, client):
+        alice = await make_token(app, "alice")
+        retention = retention_of(app)
+        body = json_deck("# Logo\n\n![logo](assets/logo.png)\n")
+        body["pages"].append({"name": "02-plain", "kind": "md", "text": "# Plain\n"})  # type: ignore[attr-defined]
+        deck = (await client.post("/v1/decks", json=body, headers=alice)).json()["id"]
+        url = f"/v1/decks/{deck}/assets/logo.png"
+        assert (await client.put(url, content=png((255, 0, 0)), headers=alice)).status_code == 201
+
+        # a good replacement: the page that uses it is validated again and gets a new version
+        good = png((0, 200, 0))
+        put = await client.put(url, content=good, headers=alice)
+        assert put.status_code == 200, put.text
+        assert put.json()["sha256"] == hashlib.sha256(good).hexdigest()
+        pages = await page_numbers(client, alice, deck)
+        assert pages == {"01-hello": 2, "02-plain": 1}
+        assert (await client.get(url, headers=alice)).content == good
+
+        # a broken image fails the page that uses it: nothing is written, the old bytes stay
+        broken = good[:40] + b"\0" * 64
+        put = await client.put(url, content=broken, headers=alice)
+        assert put.status_code == 422, put.text
+        assert "01-hello" in put.json()["error"]["pages"]
+        assert (await client.get(url, headers=alice)).content == good
+        pages = await page_numbers(client, alice, deck)
+        assert pages == {"01-hello": 2, "02-plain": 1}
+        # the staged bytes are a blob nothing refers to: the sweep removes them
+        before = (await retention.footprint()).asset_blobs
+        await retention.sweeper.sweep()
+        assert (await retention.footprint()).asset_blobs == before - 2  # red and broken

@@ -33,6 +33,7 @@ from deckyard.api.render import render_metrics
 from deckyard.api.render import router as render_router
 from deckyard.api.site_files import router as site_files_router
 from deckyard.api.sites import router as sites_router
+from deckyard.api.storage import router as storage_router
 from deckyard.api.tasks import router as tasks_router
 from deckyard.api.tokens import router as tokens_router
 from deckyard.api.validate import router as validate_router
@@ -89,6 +90,7 @@ def create_app(settings: Settings, *, node: Node | None = None) -> FastAPI:
     app.include_router(site_files_router)
     app.include_router(tokens_router)
     app.include_router(audit_router)
+    app.include_router(storage_router)
     app.include_router(validate_router)
     app.include_router(ai_router)
     app.include_router(agents_router)

@@ -15,12 +15,13 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
 from deckyard.api.auth import Principal, current_principal
+from deckyard.api.deck_style import gate_outcome
 from deckyard.api.deck_views import ProblemOut
 from deckyard.api.decks import deck_service, owned_deck
 from deckyard.api.errors import ApiError
 from deckyard.api.params import RowId
 from deckyard.api.preconditions import IF_MATCH_DESCRIPTION, etag, if_match
-from deckyard.decks.asset_edits import AssetRefused
+from deckyard.decks.asset_edits import AssetRefused, StagedReplace
 from deckyard.decks.store import deck_source
 from deckyard.decks.store_assets import deck_asset_list
 
@@ -90,22 +91,54 @@ async def get_asset(request: Request, principal: Caller, deck_id: RowId, path: s
     openapi_extra=RAW_BODY,
     responses={
         200: {"model": AssetOut, "description": "Replaced an existing asset."},
+        202: {"description": "Re-validating the pages that use it; follow the job."},
         409: {"description": "`EDIT_CONFLICT`: If-Match is stale."},
         413: {"description": "Over `deck_max_file_bytes`."},
         415: {"description": "Type unknown, unsupported, or not what the name says."},
+        422: {"description": "A page that uses it failed with the new bytes; nothing written."},
+        503: {"description": "The renderer was unavailable: not verified, nothing written."},
     },
 )
 async def put_asset(
-    request: Request, principal: Caller, deck_id: RowId, path: str, if_match_header: IfMatch = None
+    request: Request,
+    principal: Caller,
+    deck_id: RowId,
+    path: str,
+    if_match_header: IfMatch = None,
+    skip_visual_verification: Annotated[
+        bool,
+        Query(description="Replace after compiling the pages that use it, without rendering."),
+    ] = False,
 ) -> JSONResponse:
-    """Upload (201) or replace (200) an asset; the type is sniffed from the bytes sent."""
+    """Upload (201) or replace (200) an asset; the type is sniffed from the bytes sent.
+
+    A replacement that pages use goes through the write gate: those pages are validated with
+    the new bytes and the asset changes only when every one of them passed (as a theme edit).
+    """
     service = deck_service(request)
     base = if_match(if_match_header, service.settings)
     await owned_deck(request, principal, deck_id)
     try:
-        stored = await service.assets.put(deck_id, f"assets/{path}", await request.body(), base)
+        stored = await service.assets.put(
+            principal.workspace_id, deck_id, f"assets/{path}", await request.body(), base
+        )
     except AssetRefused as exc:
         raise refused(exc) from None
+    if isinstance(stored, StagedReplace):
+        job = await service.replace_asset(
+            principal.workspace_id,
+            deck_id,
+            stored,
+            skip_visual_verification=skip_visual_verification,
+            base=base,
+            actor=principal.token_id,
+        )
+        out = AssetOut(
+            path=stored.path, media_type=stored.media_type, size=stored.size, sha256=stored.sha256
+        )
+        return await gate_outcome(
+            request, principal, deck_id, job, body=out.model_dump(), status_code=200
+        )
     deck = await owned_deck(request, principal, deck_id)
     body = AssetOut(
         path=stored.path, media_type=stored.media_type, size=stored.size, sha256=stored.sha256

@@ -60,7 +60,17 @@ class ManifestEdit(BaseModel):
     skip_visual_verification: bool = False
 
 
-async def _outcome(request: Request, principal: Principal, deck_id: int, job: Job) -> JSONResponse:
+async def gate_outcome(
+    request: Request,
+    principal: Principal,
+    deck_id: int,
+    job: Job,
+    *,
+    body: dict[str, Any] | None = None,
+    status_code: int = 201,
+) -> JSONResponse:
+    """The answer to a `deck.style` job: `body` (default: the deck) once it wrote, 422 naming
+    the pages that failed, 409 on a stale If-Match, 503 when unverified, 202 when still going."""
     service = deck_service(request)
     try:
         done = await service.runtime.wait(job.id, timeout=service.settings.deck_api_wait_seconds)
@@ -69,8 +79,8 @@ async def _outcome(request: Request, principal: Principal, deck_id: int, job: Jo
     deck = await owned_deck(request, principal, deck_id)
     if done.status == JobStatus.SUCCEEDED:
         return JSONResponse(
-            DeckOut.of(deck).model_dump(mode="json"),
-            status_code=201,
+            DeckOut.of(deck).model_dump(mode="json") if body is None else body,
+            status_code=status_code,
             headers={"ETag": etag(deck.version)},
         )
     if done.error_code == DeckJobErrorCode.EDIT_CONFLICT:
@@ -106,7 +116,7 @@ async def edit_theme(
         base=base,
         actor=principal.token_id,
     )
-    return await _outcome(request, principal, deck_id, job)
+    return await gate_outcome(request, principal, deck_id, job)
 
 
 @router.patch(
@@ -138,4 +148,4 @@ async def edit_manifest(
         base=base,
         actor=principal.token_id,
     )
-    return await _outcome(request, principal, deck_id, job)
+    return await gate_outcome(request, principal, deck_id, job)

@@ -8,10 +8,17 @@ are accepted when the name says so and the bytes are UTF-8.
 Deleting an asset that a page, the theme or a font still refers to is refused with every
 reference (page, line, reference) unless forced: the deck is compiled without the asset and
 the problems that appear are exactly those references.
+
+Replacing an asset that pages use goes through the write gate, as a theme edit does: `put`
+stores the new bytes as a content-addressed blob (harmless until an asset row points at it; the
+sweep removes it if the edit never lands) and answers `StagedReplace`; the caller enqueues
+`deck.style` with the asset, which re-validates exactly the pages that use it and repoints the
+asset only when every one of them passed.
 """
 
 from __future__ import annotations
 
+import hashlib
 import posixpath
 import re
 from dataclasses import dataclass
@@ -26,7 +33,13 @@ from deckyard.decks.errors import CompileProblem
 from deckyard.decks.source.deck_source import MEDIA_TYPES, DeckSource
 from deckyard.decks.source.limits import DeckLimits
 from deckyard.decks.store import deck_get, deck_source, deck_touch
-from deckyard.decks.store_assets import AssetWrite, deck_asset_delete, deck_asset_upsert
+from deckyard.decks.store_assets import (
+    AssetWrite,
+    asset_blob_store,
+    deck_asset_delete,
+    deck_asset_sha256,
+    deck_asset_upsert,
+)
 from deckyard.decks.store_pages import deck_lock
 
 TEXT_TYPES = frozenset({"text/css", "text/javascript", "application/json", "text/plain"})
@@ -73,6 +86,36 @@ class StoredAsset:
     size: int
     sha256: str
     created: bool
+
+
+@dataclass(frozen=True)
+class StagedReplace:
+    """A replacement that pages use: its bytes are stored, the gate decides whether it lands."""
+
+    path: str
+    media_type: str
+    size: int
+    sha256: str
+    pages: list[str]
+
+    def payload(self) -> dict[str, object]:
+        """The `asset` part of a `deck.style` job's payload."""
+        return {
+            "path": self.path,
+            "media_type": self.media_type,
+            "sha256": self.sha256,
+            "pages": self.pages,
+        }
+
+
+def asset_users(source: DeckSource, path: str, limits: DeckLimits) -> list[CompileProblem]:
+    """The references to `path` in the deck: compile problems that appear once it is gone."""
+    before = {_key(p) for p in compile_deck_report(source, limits).problems}
+    without = source.model_copy(
+        update={"assets": {k: v for k, v in source.assets.items() if k != path}}
+    )
+    after = compile_deck_report(without, limits).problems
+    return [p for p in after if _key(p) not in before]
 
 
 def check_asset_path(path: str) -> str:
@@ -136,9 +179,18 @@ class AssetEdits:
         self.clock = clock
 
     async def put(
-        self, deck_id: int, path: str, data: bytes, base: int | None = None
-    ) -> StoredAsset:
-        """Store `data` at `path` (new or replacing), typed by its content; `base`: If-Match."""
+        self,
+        workspace_id: str,
+        deck_id: int,
+        path: str,
+        data: bytes,
+        base: int | None = None,
+    ) -> StoredAsset | StagedReplace:
+        """Store `data` at `path` (new or replacing), typed by its content; `base`: If-Match.
+
+        A new asset, or a replacement no page uses, is written at once (`StoredAsset`); a
+        replacement that pages use is only staged (`StagedReplace`) for the write gate.
+        """
         check_asset_path(path)
         if len(data) > self.max_bytes:
             raise AssetRefused(
@@ -148,15 +200,32 @@ class AssetEdits:
             raise AssetRefused(422, "ASSET_EMPTY", "body: an asset cannot be empty", field="body")
         media_type = sniff_media_type(path, data)
 
-        async def put(conn: AsyncConnection) -> AssetWrite:
+        async def put(conn: AsyncConnection) -> AssetWrite | StagedReplace:
             await _locked(conn, deck_id, base)
             now = self.clock.now()
+            current = await deck_asset_sha256(conn, deck_id, path)
+            if current is not None and current != hashlib.sha256(data).hexdigest():
+                users = await self._users(conn, workspace_id, deck_id, path)
+                if users:
+                    digest = await asset_blob_store(self.db, conn, data, now)
+                    return StagedReplace(path, media_type, len(data), digest, users)
             stored = await deck_asset_upsert(self.db, conn, deck_id, path, media_type, data, now)
             await deck_touch(conn, deck_id, now)
             return stored
 
         stored = await self.db.write(put)
+        if isinstance(stored, StagedReplace):
+            return stored
         return StoredAsset(path, media_type, len(data), stored.sha256, stored.created)
+
+    async def _users(
+        self, conn: AsyncConnection, workspace_id: str, deck_id: int, path: str
+    ) -> list[str]:
+        row = await deck_get(conn, deck_id, workspace_id)
+        if row is None:
+            return []
+        source = await deck_source(conn, row)
+        return sorted({p.page for p in asset_users(source, path, self.limits)})
 
     async def delete(
         self, workspace_id: str, deck_id: int, path: str, *, force: bool, base: int | None = None
@@ -172,7 +241,7 @@ class AssetEdits:
             if path not in source.assets:
                 return False
             if not force:
-                references = self._references(source, path)
+                references = asset_users(source, path, self.limits)
                 if references:
                     raise AssetRefused(
                         409,
@@ -187,15 +256,6 @@ class AssetEdits:
             return True
 
         return await self.db.write(delete)
-
-    def _references(self, source: DeckSource, path: str) -> list[CompileProblem]:
-        """The references to `path`: compile problems that appear once it is gone."""
-        before = {_key(p) for p in compile_deck_report(source, self.limits).problems}
-        without = source.model_copy(
-            update={"assets": {k: v for k, v in source.assets.items() if k != path}}
-        )
-        after = compile_deck_report(without, self.limits).problems
-        return [p for p in after if _key(p) not in before]
 
 
 async def _locked(conn: AsyncConnection, deck_id: int, base: int | None) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 from deckyard.clock import SYSTEM_CLOCK, Clock
 from deckyard.config import Settings
 from deckyard.db import Database
-from deckyard.decks.asset_edits import AssetEdits
+from deckyard.decks.asset_edits import AssetEdits, StagedReplace
 from deckyard.decks.compile.documents import CompileReport, compile_deck_report
 from deckyard.decks.deck_edits import DeckEdits
 from deckyard.decks.errors import CompileProblem
@@ -265,6 +265,27 @@ class DeckService:
             "deck_id": deck_id,
             "theme_css": theme_css,
             "manifest": manifest,
+            "skip_visual_verification": skip_visual_verification,
+            "base": base,
+            "actor_token_id": actor,
+        }
+        return await self._enqueue(DeckJobKind.DECK_STYLE, payload, workspace_id, None)
+
+    async def replace_asset(
+        self,
+        workspace_id: str,
+        deck_id: int,
+        staged: StagedReplace,
+        *,
+        skip_visual_verification: bool = False,
+        base: int | None = None,
+        actor: int | None = None,
+    ) -> Job:
+        """Enqueue `deck.style` for an asset replacement: the pages that use it are validated
+        with the new bytes, and the asset is repointed only when all of them passed."""
+        payload = {
+            "deck_id": deck_id,
+            "asset": staged.payload(),
             "skip_visual_verification": skip_visual_verification,
             "base": base,
             "actor_token_id": actor,

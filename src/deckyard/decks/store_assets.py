@@ -79,6 +79,14 @@ async def deck_asset_upsert(
     return AssetWrite(digest, False)
 
 
+async def asset_blob_get(conn: AsyncConnection, digest: str) -> bytes | None:
+    """The bytes of the blob `digest`, or None when there is none."""
+    row = (
+        await conn.execute(select(asset_blobs.c.data).where(asset_blobs.c.sha256 == digest))
+    ).first()
+    return None if row is None else bytes(row.data)
+
+
 async def deck_asset_sha256(conn: AsyncConnection, deck_id: int, path: str) -> str | None:
     """The content hash of one asset, or None when the deck has no asset at `path`."""
     row = (

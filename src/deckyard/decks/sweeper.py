@@ -104,7 +104,6 @@ class ArtifactSweeper:
         for key in keys:
             if key not in keep and await self.store.delete(key):
                 deleted += 1
-        self.stats.objects_deleted += deleted
         return deleted
 
     def _candidates(self, listing: list[StoredObject], cutoff: datetime) -> list[StoredObject]:

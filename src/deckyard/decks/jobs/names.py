@@ -31,6 +31,7 @@ class DeckJobErrorCode(StrEnum):
     SITE_INVALID = "DECK_SITE_INVALID"
     EDIT_CONFLICT = "EDIT_CONFLICT"
     TOO_MANY_PAGES = "DECK_TOO_MANY_PAGES"
+    ASSET_GONE = "ASSET_GONE"
 
 
 class DeckEvent(StrEnum):

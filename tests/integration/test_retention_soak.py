@@ -1,0 +1,60 @@
+"""A small soak: screenshots through the API with a short retention, then the tables' row counts
+and the artefact store return to where they started (the 1 000-screenshot version is
+`bench/retention_soak.py`)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from deckyard.decks.retention import Footprint, Retention
+from deckyard.jobs import Runtime
+from tests.helpers.api import make_token, running_app
+from tests.helpers.eventually import eventually
+
+pytestmark = [pytest.mark.chromium, pytest.mark.processes]
+
+SHOTS = 12
+SHORT = {
+    "job_retention_seconds": 1.0,
+    "job_prune_interval_seconds": 0.2,
+    "render_retention_seconds": 1.0,
+    "task_retention_seconds": 1.0,
+    "retention_prune_interval_seconds": 0.2,
+    "artifact_sweep_interval_seconds": 0.2,
+    "artifact_sweep_grace_seconds": 2.0,
+}
+
+
+def page(i: int) -> str:
+    return f"<!doctype html><body style='margin:0;background:#fff'><h1>shot {i}</h1></body>"
+
+
+async def test_screenshots_with_a_short_retention_leave_nothing_behind(db_url: str) -> None:
+    async with running_app(db_url, renderers=1, **SHORT) as (app, client):
+        alice = await make_token(app, "alice")
+        retention: Retention = app.state.node.retention
+        start = await retention.footprint()
+        made = []
+        for i in range(SHOTS):
+            r = await client.post(
+                "/v1/screenshots", json={"html": page(i), "width": 200, "height": 100}, headers=alice
+            )
+            assert r.status_code == 202, r.text
+            made.append(r.json()["id"])
+        rt: Runtime = app.state.runtime
+        done = await asyncio.gather(*(rt.wait(j, timeout=120) for j in made))
+        assert all(d.status == "succeeded" for d in done), [d.error_message for d in done]
+
+        async def back_to_start() -> Footprint | None:
+            now = await retention.footprint()
+            same = now.rows == start.rows and now.store_objects == start.store_objects
+            return now if same else None
+
+        end = await eventually(back_to_start, timeout=60, what="rows and store back to start")
+        assert end.store_bytes == start.store_bytes
+        # the rows were there and retention is what removed them
+        assert rt.metrics.pruned >= SHOTS
+        assert retention.stats.render_requests == SHOTS
+        assert retention.sweeper.stats.objects_deleted + retention.stats.artifacts >= SHOTS

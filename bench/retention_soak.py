@@ -19,14 +19,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import httpx  # noqa: E402
-from job_queue import Target  # noqa: E402
+import httpx
+from job_queue import Target
 
-from deckyard.api.app import create_app  # noqa: E402
-from deckyard.api.auth import token_create  # noqa: E402
-from deckyard.clock import SYSTEM_CLOCK  # noqa: E402
-from deckyard.config import Settings  # noqa: E402
-from deckyard.decks.retention import Footprint, Retention  # noqa: E402
+from deckyard.api.app import create_app
+from deckyard.api.auth import token_create
+from deckyard.clock import SYSTEM_CLOCK
+from deckyard.config import Settings
+from deckyard.decks.retention import Footprint, Retention
 
 SHORT = {
     "job_retention_seconds": 5.0,

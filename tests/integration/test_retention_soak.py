@@ -24,6 +24,8 @@ SHORT = {
     "retention_prune_interval_seconds": 0.2,
     "artifact_sweep_interval_seconds": 0.2,
     "artifact_sweep_grace_seconds": 2.0,
+    "job_lease_seconds": 10.0,
+    "job_heartbeat_interval_seconds": 1.0,
 }
 
 
@@ -38,9 +40,8 @@ async def test_screenshots_with_a_short_retention_leave_nothing_behind(db_url: s
         start = await retention.footprint()
         made = []
         for i in range(SHOTS):
-            r = await client.post(
-                "/v1/screenshots", json={"html": page(i), "width": 200, "height": 100}, headers=alice
-            )
+            body = {"html": page(i), "width": 200, "height": 100}
+            r = await client.post("/v1/screenshots", json=body, headers=alice)
             assert r.status_code == 202, r.text
             made.append(r.json()["id"])
         rt: Runtime = app.state.runtime

@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from deckyard.api.errors import ApiError
 from deckyard.api.schema import api_tokens, workspaces
 from deckyard.db import Database
-from deckyard.jobs.actor import current_actor
+from deckyard.jobs import current_actor
 
 TOKEN_PREFIX = "dy_"
 SESSION_COOKIE = "deckyard_session"

@@ -22,7 +22,7 @@ from deckyard.config import Settings
 from deckyard.db import Database
 from deckyard.decks.store_assets import asset_blob_stats
 from deckyard.decks.sweeper import ArtifactSweeper
-from deckyard.jobs.store_retention import job_counts
+from deckyard.jobs import job_counts
 from deckyard.loop import IDLE, MORE, Loop, Tick
 from deckyard.render.control.store_retention import (
     render_requests_prunable,

@@ -6,8 +6,9 @@ deleter removes the row before the object, so a crash can leave an object no row
 row naming a missing object. The sweep removes those leftovers, and the artefacts of rows that
 retention pruned (a job, a render request, a deck's versions).
 
-Which rows count is the `REFERRERS` list: render requests' results, jobs' results and page
-versions' screenshot pointers (publications add theirs). An object is deleted only when it is
+Which rows count is the `REFERRERS` list: render requests' results, jobs' results, page
+versions' screenshot pointers, and publications (every key under the `store_prefix` of a
+publication whose files are not deleted). An object is deleted only when it is
 older than `artifact_sweep_grace_seconds` (a write in progress, or one whose row has not
 committed yet, is younger) and no referrer names it at the time of the check, which runs after
 the listing. Each step checks and deletes at most `artifact_sweep_batch_size` objects; a sweep
@@ -29,7 +30,8 @@ from deckyard.config import Settings
 from deckyard.db import Database
 from deckyard.decks.store_assets import asset_blobs_delete, asset_blobs_unreferenced
 from deckyard.decks.store_pages import page_version_artifact_keys_referenced
-from deckyard.jobs.store_retention import job_artifact_keys_referenced
+from deckyard.decks.store_sites import publication_keys_referenced
+from deckyard.jobs import job_artifact_keys_referenced
 from deckyard.render.control.store_retention import render_artifact_keys_referenced
 
 log = logging.getLogger(__name__)
@@ -41,6 +43,7 @@ REFERRERS: tuple[Referrer, ...] = (
     render_artifact_keys_referenced,
     job_artifact_keys_referenced,
     page_version_artifact_keys_referenced,
+    publication_keys_referenced,
 )
 _CHECK_CHUNK = 500
 

@@ -31,8 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from deckyard.clock import SYSTEM_CLOCK, Clock
 from deckyard.config import Settings
 from deckyard.db import Database
-from deckyard.jobs import EnqueueSpec, Job, JobStatus, Runtime
-from deckyard.jobs.actor import acting_as, current_actor
+from deckyard.jobs import EnqueueSpec, Job, JobStatus, Runtime, acting_as, current_actor
 from deckyard.loop import IDLE, Loop, Tick
 from deckyard.tasks.reconciliation import reconcile_once
 from deckyard.tasks.status import RESUMABLE, TaskStatus

@@ -6,7 +6,7 @@ path, type, size and hash, and refers to its blob by hash. The upgrade moves the
 the downgrade copies them back.
 
 Revision ID: 0010
-Revises: 0008
+Revises: 0009
 Create Date: 2026-12-01
 """
 
@@ -20,7 +20,7 @@ from alembic import op
 from deckyard.migrations.helpers import BigId, UTCDateTime
 
 revision = "0010"
-down_revision = "0008"
+down_revision = "0009"
 branch_labels = None
 depends_on = None
 

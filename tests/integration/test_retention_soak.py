@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.chromium, pytest.mark.processes]
 
 SHOTS = 12
 SHORT = {
-    "job_retention_seconds": 1.0,
+    "job_retention_seconds": 3.0,
     "job_prune_interval_seconds": 0.2,
     "render_retention_seconds": 1.0,
     "task_retention_seconds": 1.0,
@@ -38,14 +38,15 @@ async def test_screenshots_with_a_short_retention_leave_nothing_behind(db_url: s
         alice = await make_token(app, "alice")
         retention: Retention = app.state.node.retention
         start = await retention.footprint()
-        made = []
+        rt: Runtime = app.state.runtime
+        waits = []
         for i in range(SHOTS):
             body = {"html": page(i), "width": 200, "height": 100}
             r = await client.post("/v1/screenshots", json=body, headers=alice)
             assert r.status_code == 202, r.text
-            made.append(r.json()["id"])
-        rt: Runtime = app.state.runtime
-        done = await asyncio.gather(*(rt.wait(j, timeout=120) for j in made))
+            # waiting from the start: a finished job is pruned after the (short) retention
+            waits.append(asyncio.create_task(rt.wait(r.json()["id"], timeout=120)))
+        done = await asyncio.gather(*waits)
         assert all(d.status == "succeeded" for d in done), [d.error_message for d in done]
 
         async def back_to_start() -> Footprint | None:

@@ -293,14 +293,29 @@ def test_assets_upload_replace_delete(node: Node) -> None:
     got = node.call("GET", f"{base}/img/mark.svg")
     assert got.content == svg and got.headers["content-type"].startswith("image/svg+xml")
 
-    # replace: the type comes from the bytes, whatever Content-Type says
+    # replace: a page uses logo.png, so the replacement goes through the write gate; with no
+    # renderer the page cannot be verified: 503, nothing written, the old bytes stay
+    original = node.call("GET", f"{base}/img/logo.png").content
     other = png_bytes(3)
+    unverified = node.call("PUT", f"{base}/img/logo.png", content=other)
+    assert unverified.status_code == 503, unverified.text
+    assert "01-logo" in unverified.json()["error"]["pages"]
+    assert node.call("GET", f"{base}/img/logo.png").content == original
+    # skip_visual_verification replaces after compiling the page (recorded in its new version);
+    # the type comes from the bytes, whatever Content-Type says
+    page_before = node.call("GET", f"/v1/decks/{deck_id}/pages/01-logo").json()["number"]
     replaced = node.call(
-        "PUT", f"{base}/img/logo.png", content=other, headers={"content-type": "text/plain"}
+        "PUT",
+        f"{base}/img/logo.png",
+        content=other,
+        headers={"content-type": "text/plain"},
+        params={"skip_visual_verification": "true"},
     )
     assert replaced.status_code == 200, replaced.text
     assert replaced.json()["media_type"] == "image/png"
     assert node.call("GET", f"{base}/img/logo.png").content == other
+    page = node.call("GET", f"/v1/decks/{deck_id}/pages/01-logo").json()
+    assert page["number"] == page_before + 1 and page["skipped_visual_verification"] is True
 
     before = node.call("GET", base).json()
     bad = [

@@ -3,8 +3,10 @@
 Two loops. `retention-prune` deletes, one bounded batch per transaction, the render requests
 (with their attempts) and tasks (with their events) that finished longer ago than
 `render_retention_seconds` / `task_retention_seconds`, then deletes the artefacts of the pruned
-requests that no other row still points at. `artifact-sweep` runs `ArtifactSweeper` steps, which
-also catches the artefacts of pruned jobs (the job runtime prunes its own table) and of crashes.
+requests that no other row still points at, and the files of publications that ended more than
+`site_purge_grace_seconds` ago (`SiteService.purge_ended`). `artifact-sweep` runs
+`ArtifactSweeper` steps, which also catches the artefacts of pruned jobs (the job runtime
+prunes its own table) and of crashes.
 Both read first and write nothing when there is nothing to do, so an idle node stays silent.
 """
 
@@ -20,6 +22,7 @@ from deckyard.artifacts import ArtifactStore
 from deckyard.clock import Clock
 from deckyard.config import Settings
 from deckyard.db import Database
+from deckyard.decks.sites import SiteService
 from deckyard.decks.store_assets import asset_blob_stats
 from deckyard.decks.sweeper import ArtifactSweeper
 from deckyard.jobs import job_counts
@@ -52,6 +55,7 @@ class PruneStats:
     render_requests: int = 0
     tasks: int = 0
     artifacts: int = 0
+    publications: int = 0
 
 
 class Retention:
@@ -65,6 +69,7 @@ class Retention:
         self.settings = settings
         self.clock = clock
         self.sweeper = ArtifactSweeper(db, store, settings, clock)
+        self.sites = SiteService(db, store, settings, clock)
         self.stats = PruneStats()
         self.loops: list[Loop] = []
 
@@ -139,12 +144,15 @@ class Retention:
         return pruned
 
     async def prune_tick(self) -> Tick:
-        """Prune one batch; again at once while a batch comes back full."""
+        """Prune one batch, and delete the files of one batch of ended publications; again at
+        once while a batch comes back full."""
         batch = self.settings.retention_batch_size
         requests, task_count = await self.prune_once()
-        if requests >= batch or task_count >= batch:
+        publications = await self.sites.purge_ended(batch)
+        self.stats.publications += publications
+        if requests >= batch or task_count >= batch or publications >= batch:
             return MORE
-        return Tick(active=True) if requests or task_count else IDLE
+        return Tick(active=True) if requests or task_count or publications else IDLE
 
     async def sweep_tick(self) -> Tick:
         """One sweep step (and a batch of orphaned asset blobs); again at once while more remain."""

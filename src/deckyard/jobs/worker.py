@@ -317,14 +317,21 @@ class Worker:
         rt = self.runtime
         now = rt.clock.now()
         self._fill_slots()
+        prefetch = self._prefetch()
         free = (
             self.concurrency
-            + self._prefetch()
+            + prefetch
             - self.slots.occupied
             - self.slots.resuming
             - len(self.buffer)
             - self.slots.reserved
         )
+        if prefetch and len(self.buffer) * 2 > prefetch and not self._stopping:
+            # Low water: more than half the prefetch is still buffered, so the slots are covered
+            # for a round trip. Claim (and settle) once it has drained to half, in one bigger
+            # batch, rather than one small transaction per finished job. A finished job pokes
+            # this loop; outcomes left waiting are settled by the settle loop after its grace.
+            return Tick(due_in=rt.settings.job_poll_interval_seconds)
         can_claim = not self._stopping and free > 0
         idle = IDLE
         if self._jobs_sub.take_hits() & self._queue_channels:

@@ -328,10 +328,14 @@ class Worker:
         )
         if prefetch and len(self.buffer) * 2 > prefetch and not self._stopping:
             # Low water: more than half the prefetch is still buffered, so the slots are covered
-            # for a round trip. Claim (and settle) once it has drained to half, in one bigger
-            # batch, rather than one small transaction per finished job. A finished job pokes
-            # this loop; outcomes left waiting are settled by the settle loop after its grace.
-            return Tick(due_in=rt.settings.job_poll_interval_seconds)
+            # for a round trip. Claim (and settle) once it has drained to half, or once the
+            # oldest outcome has waited a round trip, in one bigger batch rather than one small
+            # transaction per finished job. A finished job pokes this loop.
+            waited = rt.clock.monotonic() - self._outcomes_since if self._outcomes else 0.0
+            if waited < self._avg_claim:
+                poll = rt.settings.job_poll_interval_seconds
+                later = self._avg_claim - waited if self._outcomes else poll
+                return Tick(active=True, due_in=later)
         can_claim = not self._stopping and free > 0
         idle = IDLE
         if self._jobs_sub.take_hits() & self._queue_channels:

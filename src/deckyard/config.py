@@ -129,9 +129,15 @@ class Settings(BaseSettings):
     )
     job_one_hop: bool = Field(
         True,
-        description="A worker settles a batch of plain successes and claims its next jobs, with "
-        "their events, in one hop: one statement on PostgreSQL, one call on the database "
-        "thread on SQLite.",
+        description="PostgreSQL: a worker settles a batch of plain successes and claims its next "
+        "jobs, with their events, in one statement (one round trip), and a hand-off is one "
+        "statement too.",
+    )
+    job_one_hop_sqlite: bool = Field(
+        False,
+        description="SQLite: the same in one call on the database thread instead of one thread "
+        "hand-off per statement. Off by default: it cut CPU per job but lost wall time on a "
+        "loaded machine (docs/benchmarks.md, issue 15).",
     )
     job_prefetch_max_job_seconds: float = Field(
         0.5,

@@ -265,7 +265,7 @@ class Worker:
         self.slots.reserved += 1
         try:
             lease = rt.settings.job_lease_seconds
-            if rt.settings.job_one_hop:
+            if self._one_hop_on():
                 job = await job_hand_off(rt.db, new, now, self.owner, lease)
             else:
                 job = await rt.db.write(
@@ -409,7 +409,11 @@ class Worker:
 
     def _one_hop(self, batch: list[Outcome]) -> bool:
         """True when `jobs_settle_claim` can record the whole batch: plain successes only."""
-        return self.runtime.settings.job_one_hop and self._plain(batch)
+        return self._one_hop_on() and self._plain(batch)
+
+    def _one_hop_on(self) -> bool:
+        s, db = self.runtime.settings, self.runtime.db
+        return s.job_one_hop if db.supports_writable_ctes else s.job_one_hop_sqlite
 
     def _start(self, job: Job) -> None:
         ctx = JobContext(

@@ -169,16 +169,11 @@ class Database:
                 pool_pre_ping=False,
                 connect_args={"connect_timeout": max(1, int(connect_timeout))},
             )
-        # No reset on return: the driver runs in autocommit mode (isolation_level None), so a
-        # connection given back outside a transaction has nothing to roll back, and the reset
-        # would cost a hand-off to aiosqlite's thread on every read and `write_in_thread`.
         if self.file is not None:
             self.file.parent.mkdir(parents=True, exist_ok=True)
-            engine = create_async_engine(
-                self.url, pool_size=pool_size, max_overflow=0, pool_reset_on_return=None
-            )
+            engine = create_async_engine(self.url, pool_size=pool_size, max_overflow=0)
         else:
-            engine = create_async_engine(self.url, poolclass=StaticPool, pool_reset_on_return=None)
+            engine = create_async_engine(self.url, poolclass=StaticPool)
         is_file = self.file is not None
         busy_ms = int(busy_timeout * 1000)
 

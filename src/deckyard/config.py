@@ -253,6 +253,12 @@ class Settings(BaseSettings):
     render_renderer_stop_grace_seconds: float = Field(10.0, gt=0)
     render_reap_interval_seconds: float = Field(1.0, gt=0)
     render_job_max_attempts: int = Field(5, ge=1, le=100)
+    render_deck_page_seconds: float = Field(
+        2.0,
+        gt=0,
+        description="A deck render request's deadline grows by this much per page, on top of "
+        "render_request_deadline_seconds.",
+    )
 
     # --- tasks and reconciliation ----------------------------------------------------------
     reconciliation_interval_seconds: float = Field(300.0, gt=0)

@@ -10,13 +10,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import select
 
 from deckyard.artifacts import ArtifactStore
 from deckyard.config import Settings
@@ -106,21 +106,27 @@ class Plane:
     samples: list[int] = field(default_factory=list)
 
     async def occupancy(self) -> int:
+        """Slots held right now: one per single attempt, one per slot of a deck attempt."""
         async with self.db.read_connection() as conn:
-            return int(
-                (
-                    await conn.execute(
-                        select(func.count()).where(render_attempts.c.active_occupancy == 1)
-                    )
-                ).scalar_one()
+            rows = await conn.execute(
+                select(render_attempts.c.extra_slots).where(render_attempts.c.active_occupancy == 1)
             )
+            return sum(1 + len(row.extra_slots or []) for row in rows)
 
 
 @contextlib.asynccontextmanager
 async def running_plane(
-    tmp_path: Path, renderer: RendererProcess, **over: Any
+    tmp_path: Path,
+    renderer: RendererProcess,
+    *,
+    before_start: Callable[[Runtime, RenderService], None] | None = None,
+    **over: Any,
 ) -> AsyncIterator[Plane]:
-    """Start a plane against `renderer` (through a fault proxy); sample occupancy throughout."""
+    """Start a plane against `renderer` (through a fault proxy); sample occupancy throughout.
+
+    `before_start` may register more job handlers (say, a deck job) before the runtime starts;
+    `database_url` in `over` puts the plane on another database (PostgreSQL).
+    """
     proxy = FaultProxy(renderer.url)
     settings = Settings.load(
         **{
@@ -136,6 +142,8 @@ async def running_plane(
     runtime = Runtime(db, settings=settings, migrate=False)
     service = RenderService(db, runtime, settings, supervise=False)
     runtime.worker(["render"], concurrency=4)
+    if before_start is not None:
+        before_start(runtime, service)
     plane = Plane(db, runtime, service, service.store, proxy, settings)
     await runtime.start()
     await service.start()

@@ -89,6 +89,7 @@ class FaultProxy:
         self.held = threading.Event()
         self.release = threading.Event()
         self.artifacts_served: list[str] = []
+        self.posted: list[tuple[str, bytes]] = []
         self.lock = threading.Lock()
         proxy = self
 
@@ -101,6 +102,9 @@ class FaultProxy:
             def _forward(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
+                if self.command == "POST":
+                    with proxy.lock:
+                        proxy.posted.append((self.path, body))
                 headers = {
                     k: v
                     for k, v in self.headers.items()

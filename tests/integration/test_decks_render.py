@@ -153,3 +153,37 @@ async def test_a_page_version_is_rendered_once(db_url: str) -> None:
         assert await render_request_count(app) == renders + 1
         art = await client.get(f"/v1/jobs/{done.id}/artifact", headers=alice)
         assert png_size(art.content) == (960, 540)
+
+
+async def test_a_deck_validation_reports_each_page_as_page_validate_does(db_url: str) -> None:
+    async with running_app(db_url, renderers=1) as (app, client):
+        alice = await make_token(app, "alice")
+        rt: Runtime = app.state.runtime
+        service = app.state.decks
+        made = await client.post("/v1/decks/zip", content=folder_zip(), headers={**alice, **ZIP})
+        deck_id = made.json()["id"]
+        deck = await service.deck("alice", deck_id)
+        names = [p.page_name for p in deck.pages]
+        one_by_one = {}
+        for name in names:
+            job = await client.post(f"/v1/decks/{deck_id}/pages/{name}/validate", headers=alice)
+            done = await rt.wait(job.json()["id"], timeout=120)
+            found = await service.validation_of(done.id)
+            one_by_one[name] = found.model_dump(mode="json")
+        before = await render_request_count(app)
+        job = await service.validate_deck("alice", deck_id)
+        done = await rt.wait(job.id, timeout=180)
+        # one render request for the whole deck, and each page's verdict is the same as alone
+        assert await render_request_count(app) == before + 1
+        found = await service.validations_of(done.id)
+        assert {k: v.model_dump(mode="json") for k, v in found.items()} == one_by_one
+        passed = all(v["status"] == "passed" for v in one_by_one.values())
+        assert done.status == ("succeeded" if passed else "failed"), done.error_code
+        if not passed:
+            return
+        # the deck's validation renders are its pages' screenshots: nothing is rendered again
+        shots = await service.screenshot_deck("alice", deck_id, {"format": "png"})
+        shot = await rt.wait(shots.id, timeout=120)
+        assert shot.status == "succeeded", (shot.error_code, shot.error_message)
+        assert shot.result["rendered"] == 0 and shot.result["reused"] == len(names)
+        assert await render_request_count(app) == before + 1

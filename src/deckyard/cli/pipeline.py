@@ -2,9 +2,10 @@
 
 A `Node` runs in process (database, job runtime, render control plane with one supervised
 renderer, deck service), on an embedded SQLite in the output folder unless a database URL is
-given. Pages go through the same durable jobs as the HTTP API: `page.validate`, then
-`deck.build` and `deck.export`. A page's PNG is the one its validation rendered (render once);
-`page.screenshot` runs only for a page without one.
+given. The deck goes through the same durable jobs as the HTTP API's publish: `deck.validate`
+(every page in one deck render request: one admission, one lease, pages in parallel on the
+renderer's slots), then `deck.build` and `deck.export`. A page's PNG is the one its validation
+rendered (render once); `deck.screenshots` renders, again as one request, only pages without.
 
 Exit codes: 0 when every page passed (warnings allowed), 1 when a page or artefact failed for
 its content, 2 for usage errors, 3 when the renderer was unavailable (nothing was verified).
@@ -163,17 +164,15 @@ class Pipeline:
         self.progress = progress
 
     async def validate(self, report: RunReport) -> None:
-        """Validate every page as `page.validate` jobs and fill in the report's rows."""
+        """Validate every page in one `deck.validate` job and fill in the report's rows."""
         bar = self.progress.add_task("validating", total=len(report.pages))
-        jobs = [
-            await self.service.validate_page(WORKSPACE, self.deck_id, row.name)
-            for row in report.pages
-        ]
-
-        async def one(row: PageRow, job: Job) -> None:
-            done = await self.service.runtime.wait(job.id)
-            result = await self.service.validation_of(done.id)
-            row.seconds = _seconds(done)
+        job = await self.service.validate_deck(WORKSPACE, self.deck_id)
+        done = await self.service.runtime.wait(job.id)
+        found = await self.service.validations_of(done.id)
+        seconds = await self.service.page_seconds(done.id)
+        for row in report.pages:
+            result = found.get(row.name)
+            row.seconds = seconds.get(row.name, 0.0)
             if result is None:
                 row.status = ValidationStatus.FAILED
                 row.notes.append(f"error: {done.error_code}: {done.error_message}")
@@ -184,8 +183,6 @@ class Pipeline:
                 if result.status is ValidationStatus.UNAVAILABLE:
                     row.notes.append(f"not verified: renderer unavailable ({result.error_code})")
             self.progress.advance(bar)
-
-        await asyncio.gather(*(one(r, j) for r, j in zip(report.pages, jobs, strict=True)))
 
     async def _artefact(self, job: Job, dest: Path, report: RunReport, what: str) -> None:
         done = await self.service.runtime.wait(job.id)
@@ -207,6 +204,7 @@ class Pipeline:
         deck = await self.service.deck(WORKSPACE, self.deck_id)
         assert deck is not None
         work: list[tuple[Job, Path, str]] = []
+        missing: dict[str, Path] = {}
         if "png" in formats:
             for index, page in enumerate(deck.pages):
                 dest = out / "pages" / f"{file_stem(index, page.page_name)}.png"
@@ -215,11 +213,12 @@ class Pipeline:
                     # the render that validated this version made this PNG: no second render
                     await asyncio.to_thread(_write, dest, kept)
                     report.files.append(dest)
-                    continue
-                job = await self.service.screenshot_page(
-                    WORKSPACE, self.deck_id, page.id, PNG_CONFIG
-                )
-                work.append((job, dest, f"screenshot {page.page_name}"))
+                else:
+                    missing[page.page_name] = dest
+        shots = None
+        if missing:
+            # the pages without one are rendered together, in one deck render
+            shots = await self.service.screenshot_deck(WORKSPACE, self.deck_id, PNG_CONFIG)
         if "zip" in formats:
             work.append(
                 (await self.service.build(WORKSPACE, self.deck_id), out / "site.zip", "build")
@@ -227,13 +226,37 @@ class Pipeline:
         if "pdf" in formats:
             job = await self.service.export(WORKSPACE, self.deck_id)
             work.append((job, out / "deck.pdf", "export"))
-        bar = self.progress.add_task("rendering", total=len(work))
+        bar = self.progress.add_task("rendering", total=len(work) + (1 if shots else 0))
 
         async def one(job: Job, dest: Path, what: str) -> None:
             await self._artefact(job, dest, report, what)
             self.progress.advance(bar)
 
-        await asyncio.gather(*(one(*w) for w in work))
+        async def screenshots(job: Job) -> None:
+            await self._screenshots(job, missing, report)
+            self.progress.advance(bar)
+
+        await asyncio.gather(
+            *(one(*w) for w in work), *([screenshots(shots)] if shots is not None else [])
+        )
+
+    async def _screenshots(self, job: Job, missing: dict[str, Path], report: RunReport) -> None:
+        """Write the PNGs a `deck.screenshots` job rendered for the pages that had none."""
+        done = await self.service.runtime.wait(job.id)
+        if done.status != JobStatus.SUCCEEDED or not isinstance(done.result, dict):
+            code = done.error_code or "FAILED"
+            if error_kind(code) is not ErrorKind.CONTENT and code.startswith("RENDER_"):
+                report.unavailable = True
+            report.failures.append(f"screenshots: {code}: {done.error_message}")
+            return
+        pointers: dict[str, Any] = done.result["pages"]
+        for name, dest in missing.items():
+            data = await self.service.render.store.get(pointers[name]["artifact_key"])
+            if data is None:
+                report.failures.append(f"screenshot {name}: its artefact is gone")
+                continue
+            await asyncio.to_thread(_write, dest, data)
+            report.files.append(dest)
 
 
 async def run_pipeline(

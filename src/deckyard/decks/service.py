@@ -19,6 +19,7 @@ from deckyard.decks.compile.documents import CompileReport, compile_deck_report
 from deckyard.decks.deck_edits import DeckEdits
 from deckyard.decks.errors import CompileProblem
 from deckyard.decks.jobs.deck_jobs import DeckJobs
+from deckyard.decks.jobs.deck_pages import DeckPageJobs
 from deckyard.decks.jobs.deck_style import DeckStyleJob
 from deckyard.decks.jobs.names import (
     DECK_QUEUE,
@@ -50,6 +51,9 @@ from deckyard.decks.validation.result import ValidationResult
 from deckyard.jobs import Job, Runtime
 from deckyard.render.control.service import RenderService
 from deckyard.tasks import TaskExecutor
+
+EVENT_EXTRAS = ("page", "render_job_id", "render_ms")
+"""Keys of a `validation` event besides the validation result itself."""
 
 ONE_ATTEMPT = (DeckJobKind.PAGE_EDIT, DeckJobKind.DECK_STYLE)
 """Write-gate jobs: a refused write is an answer, not something to retry."""
@@ -87,6 +91,7 @@ class DeckService:
         self.validator = PageValidator(self.gateway, settings)
         self.page_jobs = PageJobs(db, settings, clock, self.gateway, self.validator)
         self.deck_jobs = DeckJobs(db, settings, render.store, self.gateway)
+        self.deck_pages = DeckPageJobs(db, render.store, self.validator)
         self.pages = PageEdits(db, clock)
         self.edits = DeckEdits(db, render.store, clock)
         self.assets = AssetEdits(db, self.limits, settings.deck_max_file_bytes, clock)
@@ -99,6 +104,8 @@ class DeckService:
             DeckJobKind.DECK_BUILD: self.deck_jobs.build,
             DeckJobKind.DECK_EXPORT: self.deck_jobs.export,
             DeckJobKind.SITE_GO_LIVE: SiteJobs(db, settings, render.store, clock).go_live,
+            DeckJobKind.DECK_VALIDATE: self.deck_pages.validate,
+            DeckJobKind.DECK_SCREENSHOTS: self.deck_pages.screenshots,
         }
         for kind, fn in handlers.items():
             runtime.handler(
@@ -173,6 +180,17 @@ class DeckService:
         return await self._enqueue(
             DeckJobKind.PAGE_VALIDATE, {"deck_id": deck_id, "page": page}, workspace_id, None
         )
+
+    async def validate_deck(self, workspace_id: str, deck_id: int) -> Job:
+        """Enqueue `deck.validate`: every page's current version, in one deck render."""
+        return await self._enqueue(
+            DeckJobKind.DECK_VALIDATE, {"deck_id": deck_id}, workspace_id, None
+        )
+
+    async def screenshot_deck(self, workspace_id: str, deck_id: int, config: dict[str, Any]) -> Job:
+        """Enqueue `deck.screenshots`: every current version at `config`, rendered once."""
+        payload = {"deck_id": deck_id, "config": config}
+        return await self._enqueue(DeckJobKind.DECK_SCREENSHOTS, payload, workspace_id, None)
 
     async def edit_page(
         self,
@@ -297,8 +315,18 @@ class DeckService:
         found: dict[str, ValidationResult] = {}
         async for ev in self.runtime.events(job_id, follow=False):
             if ev.type == DeckEvent.VALIDATION.value and isinstance(ev.data, dict):
-                data = {k: v for k, v in ev.data.items() if k not in ("page", "render_job_id")}
+                data = {k: v for k, v in ev.data.items() if k not in EVENT_EXTRAS}
                 found[str(ev.data.get("page"))] = ValidationResult.model_validate(data)
+        return found
+
+    async def page_seconds(self, job_id: int) -> dict[str, float]:
+        """Each page's render time (seconds) in a deck job's `validation` events, where known."""
+        found: dict[str, float] = {}
+        async for ev in self.runtime.events(job_id, follow=False):
+            if ev.type == DeckEvent.VALIDATION.value and isinstance(ev.data, dict):
+                ms = ev.data.get("render_ms")
+                if isinstance(ms, int | float):
+                    found[str(ev.data.get("page"))] = ms / 1000
         return found
 
     async def validation_of(self, job_id: int) -> ValidationResult | None:
@@ -306,6 +334,6 @@ class DeckService:
         found: ValidationResult | None = None
         async for ev in self.runtime.events(job_id, follow=False):
             if ev.type == DeckEvent.VALIDATION.value and isinstance(ev.data, dict):
-                data = {k: v for k, v in ev.data.items() if k not in ("page", "render_job_id")}
+                data = {k: v for k, v in ev.data.items() if k not in EVENT_EXTRAS}
                 found = ValidationResult.model_validate(data)
         return found

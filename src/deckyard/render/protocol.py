@@ -125,6 +125,37 @@ class AttemptRequest(RenderInput):
     attempt_id: str = Field(pattern=ATTEMPT_ID_PATTERN)
 
 
+class DeckPage(RenderInput):
+    """One page of a deck attempt: its render and its index in the deck."""
+
+    index: int = Field(ge=0)
+
+
+class DeckAttemptRequest(BaseModel):
+    """`POST /v1/deck-attempts`: render many pages under one attempt id, `parallel` at a time.
+
+    Every page has its own `timeout_seconds`; `deadline_seconds` bounds the whole attempt. A
+    page's result shows up in the attempt's receipt (`pages`) as soon as that page is done.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    attempt_id: str = Field(pattern=ATTEMPT_ID_PATTERN)
+    pages: list[DeckPage] = Field(min_length=1)
+    parallel: int = Field(1, ge=1)
+    deadline_seconds: float | None = Field(None, gt=0)
+
+    @model_validator(mode="after")
+    def _distinct(self) -> DeckAttemptRequest:
+        if len({p.index for p in self.pages}) != len(self.pages):
+            raise ValueError("pages: every index once")
+        return self
+
+    def fingerprint(self) -> str:
+        """SHA-256 of the canonical JSON form, to tell a resubmission from a different input."""
+        return hashlib.sha256(self.model_dump_json().encode("utf-8")).hexdigest()
+
+
 class RequestProblem(BaseModel):
     """A request that failed or was blocked, with the reason."""
 
@@ -168,8 +199,21 @@ class ArtifactInfo(BaseModel):
     sha256: str
 
 
+class PageReceipt(BaseModel):
+    """One finished page of a deck attempt: its artefact, or why it has none."""
+
+    index: int
+    status: AttemptStatus
+    error_code: str | None = None
+    error_kind: str | None = None
+    retryable: bool | None = None
+    message: str | None = None
+    diagnostics: Diagnostics | None = None
+    artifact: ArtifactInfo | None = None
+
+
 class Receipt(BaseModel):
-    """An attempt's state as the renderer knows it now."""
+    """An attempt's state as the renderer knows it now (`pages`: a deck attempt's done pages)."""
 
     attempt_id: str
     status: AttemptStatus
@@ -182,6 +226,7 @@ class Receipt(BaseModel):
     message: str | None = None
     diagnostics: Diagnostics | None = None
     artifact: ArtifactInfo | None = None
+    pages: list[PageReceipt] | None = None
 
 
 class Capabilities(BaseModel):

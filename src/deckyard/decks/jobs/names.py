@@ -18,6 +18,8 @@ class DeckJobKind(StrEnum):
     DECK_EXPORT = "deck.export"
     DECK_STYLE = "deck.style"
     SITE_GO_LIVE = "site.go_live"
+    DECK_VALIDATE = "deck.validate"
+    DECK_SCREENSHOTS = "deck.screenshots"
 
 
 class DeckJobErrorCode(StrEnum):

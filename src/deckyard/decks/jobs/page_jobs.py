@@ -20,9 +20,9 @@ from deckyard.db import Database
 from deckyard.decks.jobs.handler_support import load_deck, refused, workspace_of
 from deckyard.decks.jobs.names import DeckEvent, DeckJobErrorCode
 from deckyard.decks.jobs.screenshots import (
-    pointer_matches,
     reusable_pointer,
     screenshot_pointer,
+    validation_pointer,
 )
 from deckyard.decks.source.deck_source import (
     DEFAULT_SLIDE_HEIGHT,
@@ -32,7 +32,6 @@ from deckyard.decks.source.deck_source import (
     PageSource,
 )
 from deckyard.decks.store import (
-    PageVersionRow,
     deck_get,
     deck_touch,
     page_find,
@@ -91,24 +90,6 @@ class PageJobs:
         )
         return data
 
-    def _validation_pointer(
-        self, ctx: JobContext, check: PageCheck, version: PageVersionRow
-    ) -> dict[str, Any] | None:
-        """The validation render as the version's screenshot, when it rendered that version.
-
-        Only when the validated document is the stored one (the same compiled sha256) and the
-        version has no screenshot at other settings that it would replace.
-        """
-        if check.render is None or check.spec is None or check.compiled is None:
-            return None
-        if version.compiled_sha256 != check.compiled.sha256:
-            return None
-        if version.screenshot is not None and not pointer_matches(version.screenshot, check.spec):
-            return None
-        return screenshot_pointer(
-            check.spec, check.render, job_id=ctx.id, render_job_id=check.render_job_id
-        )
-
     async def validate(self, ctx: JobContext) -> dict[str, Any]:
         """Validate a page's current version; record the result on it only when it passed."""
         workspace = workspace_of(ctx)
@@ -122,7 +103,7 @@ class PageJobs:
         if not is_validation_passed(check.result):
             raise refused(check.result.error_code or "VALIDATION_FAILED", check.result.summary)
 
-        pointer = self._validation_pointer(ctx, check, current)
+        pointer = validation_pointer(check, current, job_id=ctx.id)
 
         async def record(conn: AsyncConnection) -> None:
             await page_version_set_validation(conn, current.id, data)

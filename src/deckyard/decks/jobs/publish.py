@@ -6,6 +6,9 @@ failed job's error code) unless every job succeeded, so a page whose validation 
 `unavailable` stops the publish before anything is built, and a publish that fails anywhere
 leaves the previous publication live. Task parameters: `deck_id`, and optionally `visibility`
 (`public` or `private`) and `actor_token_id`.
+Validate and screenshot are one job each (`deck.validate`, `deck.screenshots`): every page in
+one deck render request, and the screenshot stage renders only pages whose validation render
+is not already their screenshot.
 """
 
 from __future__ import annotations
@@ -34,19 +37,12 @@ def publish_task(db: Database) -> TaskKind:
 
     async def validate(ctx: StageContext) -> list[EnqueueSpec]:
         row = await deck_of(ctx)
-        return [
-            spec(DeckJobKind.PAGE_VALIDATE, {"deck_id": row.id, "page": p.page_name})
-            for p in row.pages
-        ]
+        return [spec(DeckJobKind.DECK_VALIDATE, {"deck_id": row.id})]
 
     async def screenshots(ctx: StageContext) -> list[EnqueueSpec]:
         row = await deck_of(ctx)
         return [
-            spec(
-                DeckJobKind.PAGE_SCREENSHOT,
-                {"deck_id": row.id, "version_id": p.id, "config": {"format": "png"}},
-            )
-            for p in row.pages
+            spec(DeckJobKind.DECK_SCREENSHOTS, {"deck_id": row.id, "config": {"format": "png"}})
         ]
 
     async def build(ctx: StageContext) -> list[EnqueueSpec]:

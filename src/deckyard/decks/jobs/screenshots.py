@@ -12,6 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from deckyard.artifacts import ArtifactStore
+from deckyard.decks.store import PageVersionRow
+from deckyard.decks.validation.page_check import PageCheck
 from deckyard.render.control.spec import ScreenshotSpec
 
 
@@ -58,3 +60,22 @@ async def reusable_pointer(
     if await kept_screenshot(pointer, spec, store) is None:
         return None
     return dict(pointer)
+
+
+def validation_pointer(
+    check: PageCheck, version: PageVersionRow, *, job_id: int
+) -> dict[str, Any] | None:
+    """The validation render as the version's screenshot, when it rendered that version.
+
+    Only when the validated document is the stored one (the same compiled sha256) and the
+    version has no screenshot at other settings that it would replace.
+    """
+    if check.render is None or check.spec is None or check.compiled is None:
+        return None
+    if version.compiled_sha256 != check.compiled.sha256:
+        return None
+    if version.screenshot is not None and not pointer_matches(version.screenshot, check.spec):
+        return None
+    return screenshot_pointer(
+        check.spec, check.render, job_id=job_id, render_job_id=check.render_job_id
+    )

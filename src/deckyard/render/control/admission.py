@@ -23,6 +23,7 @@ from deckyard.render.control.store import (
     request_finish,
     requests_due,
 )
+from deckyard.render.control.store_pages import pages_pending
 from deckyard.render.protocol import RenderErrorCode
 
 
@@ -63,6 +64,8 @@ class Admitted:
     attempt: RenderAttempt
     request: RenderRequest
     renderer: Renderer
+    pages: list[int] | None = None
+    """For a deck request: the pages still pending, the ones this attempt renders."""
 
 
 def attempt_timeout(settings: Settings, request: RenderRequest, now: datetime) -> float:
@@ -122,10 +125,21 @@ async def admit_due(
             break
         if occ.by_workspace[request.workspace_id] >= settings.render_workspace_cap:
             continue
-        choice = free_slot(renderers, occ.taken)
+        choice = free_slots(renderers, occ.taken)
         if choice is None:
             break
-        renderer, slot = choice
+        renderer, free = choice
+        slot, extra = free[0], []
+        pages: list[int] | None = None
+        if request.is_deck:
+            pages = await pages_pending(conn, request.id)
+            width = min(
+                len(free),
+                len(pages),
+                settings.render_global_cap - occ.total,
+                settings.render_workspace_cap - occ.by_workspace[request.workspace_id],
+            )
+            extra = free[1:width]
         assert renderer.epoch is not None
         attempt = await request_admit(
             db,
@@ -138,13 +152,15 @@ async def admit_due(
             timeout_seconds=attempt_timeout(settings, request, now),
             lease_seconds=settings.render_lease_seconds,
             now=now,
+            extra_slots=extra,
         )
         if attempt is None:
             continue
-        occ.total += 1
-        occ.by_workspace[request.workspace_id] += 1
-        occ.taken.setdefault((renderer.id, renderer.epoch), set()).add(slot)
-        admitted.append(Admitted(attempt, request, renderer))
+        held = attempt.slots
+        occ.total += len(held)
+        occ.by_workspace[request.workspace_id] += len(held)
+        occ.taken.setdefault((renderer.id, renderer.epoch), set()).update(held)
+        admitted.append(Admitted(attempt, request, renderer, pages))
     return admitted
 
 
@@ -152,11 +168,19 @@ def free_slot(
     renderers: list[Renderer], taken: dict[tuple[int, str], set[int]]
 ) -> tuple[Renderer, int] | None:
     """The least busy renderer's lowest free slot, or None when every slot is held."""
-    best: tuple[int, Renderer, int] | None = None
+    choice = free_slots(renderers, taken)
+    return None if choice is None else (choice[0], choice[1][0])
+
+
+def free_slots(
+    renderers: list[Renderer], taken: dict[tuple[int, str], set[int]]
+) -> tuple[Renderer, list[int]] | None:
+    """The least busy renderer and its free slots (lowest first), or None when all are held."""
+    best: tuple[int, Renderer, list[int]] | None = None
     for renderer in renderers:
         assert renderer.epoch is not None
         held = taken.get((renderer.id, renderer.epoch), set())
         free = [s for s in range(renderer.slots) if s not in held]
         if free and (best is None or len(held) < best[0]):
-            best = (len(held), renderer, free[0])
+            best = (len(held), renderer, free)
     return None if best is None else (best[1], best[2])

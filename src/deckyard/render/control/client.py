@@ -160,10 +160,12 @@ class RendererClient:
             return None
 
     async def submit(
-        self, url: str, secret: str, body: dict[str, Any]
+        self, url: str, secret: str, body: dict[str, Any], *, deck: bool = False
     ) -> Receipt | Rejection | None:
-        """Post an attempt: its receipt, the renderer's refusal, or None when unreachable."""
-        resp = await self._call(url, secret, "POST", "/v1/attempts", json=body)
+        """Post an attempt (`deck`: a deck attempt): its receipt, the renderer's refusal, or
+        None when unreachable."""
+        path = "/v1/deck-attempts" if deck else "/v1/attempts"
+        resp = await self._call(url, secret, "POST", path, json=body)
         if resp is None:
             return None
         if resp.status_code in (200, 202):
@@ -209,12 +211,18 @@ class RendererClient:
         except (ValueError, KeyError, TypeError):
             return None
 
-    async def artifact(self, url: str, secret: str, key: str, size: int, sha256: str) -> bytes:
-        """Download an attempt's artefact and check it against the receipt's size and sha256.
+    async def artifact(
+        self, url: str, secret: str, key: str, size: int, sha256: str, page: int | None = None
+    ) -> bytes:
+        """Download an attempt's artefact (or one deck page's) and check it against the
+        receipt's size and sha256.
 
         Raises `ArtifactMismatch` on a wrong body and `httpx.HTTPError` when it cannot be had.
         """
-        resp = await self._client(url, secret).get(f"/v1/attempts/{key}/artifact")
+        path = f"/v1/attempts/{key}/artifact"
+        if page is not None:
+            path = f"/v1/attempts/{key}/pages/{page}/artifact"
+        resp = await self._client(url, secret).get(path)
         resp.raise_for_status()
         data = resp.content
         digest = hashlib.sha256(data).hexdigest()

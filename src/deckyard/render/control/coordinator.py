@@ -30,7 +30,7 @@ from deckyard.db import Database
 from deckyard.loop import ACTIVE, IDLE, MORE, Loop, Tick
 from deckyard.render.control.admission import Admitted, admit_due
 from deckyard.render.control.client import Rejection, RendererClient, RendererSources
-from deckyard.render.control.models import Renderer
+from deckyard.render.control.models import RenderAttempt, Renderer
 from deckyard.render.control.receipts import ReceiptPoller
 from deckyard.render.control.results import ResultCommitter
 from deckyard.render.control.status import WAKE_RENDER, AttemptState, RendererState
@@ -45,6 +45,7 @@ from deckyard.render.control.store import (
 )
 from deckyard.render.control.store_attempts import (
     attempt_end,
+    attempts_active,
     attempts_reconcile_epoch,
     attempts_recover_expired,
     lease_next_expiry,
@@ -52,6 +53,24 @@ from deckyard.render.control.store_attempts import (
 from deckyard.render.protocol import RenderErrorCode
 
 log = logging.getLogger(__name__)
+
+
+def deck_body(item: Admitted, now: datetime) -> dict[str, Any]:
+    """A deck attempt's body: its pending pages, as many in parallel as it holds slots.
+
+    Each page gets the attempt's per-page timeout; the whole attempt ends at the request's
+    deadline (the control plane also stops it then).
+    """
+    pages = item.request.input["pages"]
+    return {
+        "attempt_id": item.attempt.attempt_key,
+        "parallel": len(item.attempt.slots),
+        "deadline_seconds": max(0.1, (item.request.deadline_at - now).total_seconds()),
+        "pages": [
+            {**pages[i], "index": i, "timeout_seconds": item.attempt.timeout_seconds}
+            for i in item.pages or []
+        ],
+    }
 
 
 class Coordinator:
@@ -253,12 +272,17 @@ class Coordinator:
         source = self.sources.get(item.renderer.name)
         if source is None:
             return
-        body = {
-            **item.request.input,
-            "attempt_id": item.attempt.attempt_key,
-            "timeout_seconds": item.attempt.timeout_seconds,
-        }
-        answer = await self.client.submit(source.url, source.secret, body)
+        if item.pages is not None:
+            body = deck_body(item, self.clock.now())
+        else:
+            body = {
+                **item.request.input,
+                "attempt_id": item.attempt.attempt_key,
+                "timeout_seconds": item.attempt.timeout_seconds,
+            }
+        answer = await self.client.submit(
+            source.url, source.secret, body, deck=item.pages is not None
+        )
         if answer is not None and not isinstance(answer, Rejection):
             self._watch(source.name)
         if answer is None or not isinstance(answer, Rejection):
@@ -331,6 +355,7 @@ class Coordinator:
         if nearest > now:
             return Tick(due_in=(nearest - now).total_seconds())
         async with self.db.write_transaction() as conn:
+            expired = {a.id: a for a in await attempts_active(conn) if a.lease_expires_at <= now}
             lost = await attempts_recover_expired(
                 self.db, conn, now, self.settings.render_retry_after_seconds
             )
@@ -338,4 +363,17 @@ class Coordinator:
         if lost:
             log.warning("render attempts %s: lease expired; slots released", lost)
             self.dispatch_loop.poke()
+            await self._abort_lost([expired[i] for i in lost if i in expired])
         return MORE if lost else ACTIVE
+
+    async def _abort_lost(self, attempts: list[RenderAttempt]) -> None:
+        """Ask a live renderer to stop attempts whose lease expired (best effort).
+
+        A renderer that answers late would otherwise keep rendering a lost attempt, a deck
+        attempt for minutes, on slots the control plane already counts as free.
+        """
+        for attempt in attempts:
+            name = self.renderer_names.get(attempt.renderer_row_id)
+            source = self.sources.get(name) if name is not None else None
+            if source is not None:
+                await self.client.cancel(source.url, source.secret, attempt.attempt_key)

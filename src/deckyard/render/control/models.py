@@ -1,4 +1,4 @@
-"""Renderers, render requests and attempts as plain values."""
+"""Renderers, render requests, attempts and deck pages as plain values."""
 
 from __future__ import annotations
 
@@ -9,6 +9,9 @@ from typing import Any
 from sqlalchemy import Row
 
 from deckyard.render.control.status import AttemptState, RendererState, RequestStatus
+
+DECK_KIND = "deck"
+"""The kind of a render request covering every page of a deck version (`render_pages`)."""
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,11 @@ class RenderRequest:
         return self.status.is_terminal
 
     @property
+    def is_deck(self) -> bool:
+        """True for a request that renders every page of a deck in one attempt at a time."""
+        return self.kind == DECK_KIND
+
+    @property
     def reusable(self) -> bool:
         """True while live or once succeeded: a retry of its job can take it over."""
         return not self.is_terminal or self.status is RequestStatus.SUCCEEDED
@@ -101,6 +109,13 @@ class RenderAttempt:
     created_at: datetime
     updated_at: datetime
     finished_at: datetime | None
+    extra_slots: list[int] | None = None
+    """More slots of the same renderer a deck attempt holds besides `slot`."""
+
+    @property
+    def slots(self) -> list[int]:
+        """Every slot the attempt holds (while it holds any)."""
+        return [self.slot, *(self.extra_slots or [])]
 
     @classmethod
     def from_row(cls, row: Row[Any]) -> RenderAttempt:
@@ -109,4 +124,35 @@ class RenderAttempt:
         values["status"] = AttemptState(values["status"])
         values["renderer_row_id"] = values.pop("worker_id")
         values["renderer_epoch"] = values.pop("worker_epoch")
+        values["extra_slots"] = list(values.get("extra_slots") or []) or None
         return cls(**values)
+
+
+@dataclass(frozen=True)
+class RenderPage:
+    """One page of a deck request and, once committed, its result."""
+
+    id: int
+    request_id: int
+    page_index: int
+    status: str
+    attempt_id: int | None
+    result: Any
+    artifact_key: str | None
+    error_code: str | None
+    error_message: str | None
+    committed_at: datetime | None
+
+    @classmethod
+    def from_row(cls, row: Row[Any]) -> RenderPage:
+        """Build from a `render_pages` row."""
+        return cls(**row._asdict())
+
+    @property
+    def committed(self) -> bool:
+        """True once an attempt's result for this page was committed."""
+        return self.status == PAGE_COMMITTED
+
+
+PAGE_PENDING = "pending"
+PAGE_COMMITTED = "committed"

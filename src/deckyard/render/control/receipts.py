@@ -15,11 +15,13 @@ import logging
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from deckyard.clock import Clock
 from deckyard.config import Settings
 from deckyard.db import Database
 from deckyard.render.control.client import RendererClient, RendererSource, RendererSources
+from deckyard.render.control.deck_results import DeckCommitter
 from deckyard.render.control.models import RenderAttempt, RenderRequest
 from deckyard.render.control.results import ResultCommitter
 from deckyard.render.control.status import AttemptState, RequestStatus
@@ -84,6 +86,10 @@ class ReceiptPoller:
         self._fetched_keys: set[str] = set()
         """Attempts whose result is committed; a poll that read the attempt list before that
         commit must not download it again (a failed download stays eligible for a retry)."""
+        self._syncing: dict[str, asyncio.Task[None]] = {}
+        self._decided: dict[str, set[int]] = {}
+        """Per live deck attempt, the pages already committed, refused or left to the next."""
+        self.decks = DeckCommitter(db, settings, client, committer.store, clock, committer.stats)
 
     def _source(self, attempt: RenderAttempt) -> RendererSource | None:
         name = self.renderer_names.get(attempt.renderer_row_id)
@@ -108,6 +114,8 @@ class ReceiptPoller:
         for gone in set(self._unknown_since) - live_keys:
             del self._unknown_since[gone]
         self._fetched_keys &= live_keys
+        for gone in set(self._decided) - live_keys:
+            del self._decided[gone]
         for attempts in by_renderer.values():
             source = self._source(attempts[0])
             if source is not None:
@@ -190,6 +198,16 @@ class ReceiptPoller:
                 continue
             if receipt.status is not AttemptStatus.UNKNOWN:
                 self._unknown_since.pop(attempt.attempt_key, None)
+            if receipt.pages is not None and receipt.status is not AttemptStatus.CANCELLED:
+                if receipt.status in LIVE:
+                    left = (attempt.lease_expires_at - now).total_seconds()
+                    if attempt.last_receipt_at is None or left < renew_below:
+                        plan.renew.append(attempt.id)
+                done = self._decided.get(attempt.attempt_key, set())
+                fresh = any(p.index not in done for p in receipt.pages)
+                if fresh or receipt.status.terminal:
+                    self._start_deck_sync(attempt, receipt, source)
+                continue
             if receipt.status in LIVE:
                 left = (attempt.lease_expires_at - now).total_seconds()
                 if attempt.last_receipt_at is None or left < renew_below:
@@ -267,6 +285,27 @@ class ReceiptPoller:
         self._fetching[key] = task
         task.add_done_callback(functools.partial(self._fetched, key))
 
+    def _start_deck_sync(
+        self, attempt: RenderAttempt, receipt: Receipt, source: RendererSource
+    ) -> None:
+        """Commit a deck attempt's newly finished pages in the background, one sync at a time."""
+        key = attempt.attempt_key
+        running = self._syncing.get(key)
+        if running is not None and not running.done():
+            return
+        decided = self._decided.setdefault(key, set())
+        task = asyncio.create_task(
+            self.decks.sync(attempt, receipt, source, decided), name=f"render-deck:{key}"
+        )
+        self._syncing[key] = task
+        task.add_done_callback(functools.partial(self._synced, key))
+
+    def _synced(self, key: str, task: asyncio.Task[None]) -> None:
+        if self._syncing.get(key) is task:
+            del self._syncing[key]
+        if not task.cancelled() and task.exception() is not None:
+            log.error("deck page commit failed", exc_info=task.exception())
+
     def _fetched(self, key: str, task: asyncio.Task[bool]) -> None:
         if self._fetching.get(key) is task:
             del self._fetching[key]
@@ -277,7 +316,8 @@ class ReceiptPoller:
 
     async def stop(self) -> None:
         """Wait for result downloads in flight (their CAS decides), then forget them."""
-        tasks = list(self._fetching.values())
+        tasks: list[asyncio.Task[Any]] = [*self._fetching.values(), *self._syncing.values()]
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
         self._fetching.clear()
+        self._syncing.clear()

@@ -1,8 +1,18 @@
-"""The `render_workers`, `render_requests` and `render_attempts` tables."""
+"""The `render_workers`, `render_requests`, `render_attempts` and `render_pages` tables."""
 
 from __future__ import annotations
 
-from sqlalchemy import Column, Float, ForeignKey, Index, Integer, String, Table, Text
+from sqlalchemy import (
+    Column,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
 
 from deckyard.db import JSONPayload, UTCDateTime, metadata, partial_index
 from deckyard.db.types import BigId
@@ -87,6 +97,7 @@ render_attempts = Table(
     Column("created_at", UTCDateTime, nullable=False),
     Column("updated_at", UTCDateTime, nullable=False),
     Column("finished_at", UTCDateTime),
+    Column("extra_slots", JSONPayload),
     partial_index(
         "uq_render_attempts_slot",
         "worker_id",
@@ -98,4 +109,28 @@ render_attempts = Table(
     partial_index("ix_render_attempts_lease", "lease_expires_at", where=OCCUPIED_PREDICATE),
     Index("ix_render_attempts_request", "request_id"),
 )
-"""One try of a request on one renderer slot; `active_occupancy = 1` while it holds the slot."""
+"""One try of a request on one renderer slot; `active_occupancy = 1` while it holds the slot.
+
+A deck attempt may hold more slots of the same renderer, listed in `extra_slots`: the unique
+index guards `slot` only, the others are guarded by admission deciding under its lock.
+"""
+
+render_pages = Table(
+    "render_pages",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column(
+        "request_id", BigId, ForeignKey("render_requests.id", ondelete="CASCADE"), nullable=False
+    ),
+    Column("page_index", Integer, nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("attempt_id", BigId),
+    Column("result", JSONPayload),
+    Column("artifact_key", String(500)),
+    Column("error_code", String(64)),
+    Column("error_message", Text),
+    Column("committed_at", UTCDateTime),
+    UniqueConstraint("request_id", "page_index", name="uq_render_pages_request_page"),
+    partial_index("ix_render_pages_pending", "request_id", where="status = 'pending'"),
+)
+"""One page of a deck request: `pending` until an attempt's result for it is committed."""

@@ -16,7 +16,8 @@ from deckyard.loop import Loop
 from deckyard.render.control.admission import RenderQueueFull, queue_check
 from deckyard.render.control.client import RendererSources, configured_sources
 from deckyard.render.control.coordinator import Coordinator
-from deckyard.render.control.models import RenderAttempt, RenderRequest
+from deckyard.render.control.deck_requests import DeckRenders
+from deckyard.render.control.models import RenderAttempt, RenderPage, RenderRequest
 from deckyard.render.control.screenshots import (
     RENDER_QUEUE,
     SCREENSHOT_KIND,
@@ -32,6 +33,7 @@ from deckyard.render.control.store import (
     requests_delete_of_job,
 )
 from deckyard.render.control.store_attempts import attempts_of_request
+from deckyard.render.control.store_pages import pages_of_request
 from deckyard.render.control.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
@@ -80,6 +82,7 @@ class RenderService:
                 on_change=self.coordinator.probe_loop.poke,
             )
         self.handler = ScreenshotHandler(db, runtime, settings, clock)
+        self.decks = DeckRenders(db, runtime, settings, clock, self.handler)
         runtime.handler(
             SCREENSHOT_KIND,
             queue=RENDER_QUEUE,
@@ -157,6 +160,11 @@ class RenderService:
         """One render request."""
         async with self.db.read_connection() as conn:
             return await request_get(conn, request_id)
+
+    async def pages(self, request_id: int) -> list[RenderPage]:
+        """Every page of a deck request, in page order."""
+        async with self.db.read_connection() as conn:
+            return await pages_of_request(conn, request_id)
 
     async def attempts(self, request_id: int) -> list[RenderAttempt]:
         """Every attempt of a render request, oldest first."""

@@ -342,8 +342,12 @@ async def request_admit(
     timeout_seconds: float,
     lease_seconds: float,
     now: datetime,
+    extra_slots: Sequence[int] = (),
 ) -> RenderAttempt | None:
-    """Move a pending request to running and give it an attempt on a slot; None if it moved."""
+    """Move a pending request to running and give it an attempt on a slot; None if it moved.
+
+    `extra_slots` are more slots of the same renderer for a deck attempt (see the schema).
+    """
     moved = await conn.execute(
         update(R)
         .where(
@@ -366,6 +370,7 @@ async def request_admit(
                 worker_id=renderer_row_id,
                 worker_epoch=epoch,
                 slot=slot,
+                extra_slots=list(extra_slots) or None,
                 active_occupancy=1,
                 status=AttemptState.ADMITTED.value,
                 timeout_seconds=timeout_seconds,
@@ -390,17 +395,21 @@ class Occupancy:
 
 
 async def occupancy_snapshot(conn: AsyncConnection) -> Occupancy:
-    """Every held slot, counted globally, per workspace and per renderer epoch."""
+    """Every held slot, counted globally, per workspace and per renderer epoch.
+
+    A deck attempt counts once per slot it holds (`slot` and its `extra_slots`).
+    """
     rows = await conn.execute(
-        select(A.c.workspace_id, A.c.worker_id, A.c.worker_epoch, A.c.slot).where(
+        select(A.c.workspace_id, A.c.worker_id, A.c.worker_epoch, A.c.slot, A.c.extra_slots).where(
             A.c.active_occupancy == 1
         )
     )
     occ = Occupancy()
     for row in rows:
-        occ.total += 1
-        occ.by_workspace[row.workspace_id] += 1
-        occ.taken.setdefault((row.worker_id, row.worker_epoch), set()).add(row.slot)
+        slots = [row.slot, *(row.extra_slots or [])]
+        occ.total += len(slots)
+        occ.by_workspace[row.workspace_id] += len(slots)
+        occ.taken.setdefault((row.worker_id, row.worker_epoch), set()).update(slots)
     return occ
 
 

@@ -14,7 +14,7 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from deckyard.jobs.status import TERMINAL
-from deckyard.render.control.schema import render_attempts, render_requests
+from deckyard.render.control.schema import render_attempts, render_pages, render_requests
 
 
 async def render_requests_prunable(
@@ -36,6 +36,7 @@ async def render_requests_prune(conn: AsyncConnection, ids: Sequence[int]) -> in
     c = render_requests.c
     ids = list(ids)
     await conn.execute(delete(render_attempts).where(render_attempts.c.request_id.in_(ids)))
+    await conn.execute(delete(render_pages).where(render_pages.c.request_id.in_(ids)))
     result = await conn.execute(
         delete(render_requests).where(c.id.in_(ids), c.status.in_(TERMINAL))
     )
@@ -43,10 +44,12 @@ async def render_requests_prune(conn: AsyncConnection, ids: Sequence[int]) -> in
 
 
 async def render_artifact_keys_referenced(conn: AsyncConnection, keys: Sequence[str]) -> set[str]:
-    """Those of `keys` that a render request's result still points at."""
+    """Those of `keys` that a render request's result (or a deck request's page) points at."""
     c = render_requests.c
     rows = await conn.execute(select(c.artifact_key).where(c.artifact_key.in_(list(keys))))
-    return {str(r.artifact_key) for r in rows}
+    p = render_pages.c
+    pages = await conn.execute(select(p.artifact_key).where(p.artifact_key.in_(list(keys))))
+    return {str(r.artifact_key) for r in rows} | {str(r.artifact_key) for r in pages}
 
 
 async def render_retention_counts(conn: AsyncConnection) -> dict[str, int]:

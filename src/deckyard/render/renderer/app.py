@@ -8,6 +8,7 @@ validation problem becomes a 422 naming the field, never a 500.
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Query, Request
@@ -18,8 +19,10 @@ from deckyard.render.protocol import (
     ARTIFACT_SHA256_HEADER,
     ARTIFACT_SIZE_HEADER,
     ATTEMPT_ID_HEADER,
+    ArtifactInfo,
     AttemptRequest,
     AttemptStatus,
+    DeckAttemptRequest,
     Receipt,
     RenderErrorCode,
     RenderInput,
@@ -98,9 +101,33 @@ def create_app(runtime: RendererRuntime) -> FastAPI:
                 raise ApiError(422, verdict.code, f"url: {verdict.reason}", "url")
         return render
 
-    def admit(attempt_id: str, render: RenderInput) -> tuple[Receipt, bool]:
+    async def parse_deck(body: bytes) -> DeckAttemptRequest:
         try:
-            attempt, created = registry.submit(attempt_id, render)
+            deck = DeckAttemptRequest.model_validate_json(body or b"{}")
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            field = _field_name(first["loc"])
+            message = f"{field}: {first['msg']}"
+            raise ApiError(422, RenderErrorCode.INVALID_INPUT, message, field) from None
+        for page in deck.pages:
+            problems = check_limits(page, runtime.settings)
+            if problems:
+                field = f"pages.{page.index}.{problems[0].field}"
+                message = f"{field}: {problems[0].message}"
+                raise ApiError(422, RenderErrorCode.INVALID_INPUT, message, field)
+            if page.url is not None:
+                verdict = await runtime.guard.check_url(page.url)
+                if not verdict.allowed:
+                    field = f"pages.{page.index}.url"
+                    raise ApiError(422, verdict.code, f"{field}: {verdict.reason}", field)
+        return deck
+
+    def admit(attempt_id: str, render: RenderInput | DeckAttemptRequest) -> tuple[Receipt, bool]:
+        try:
+            if isinstance(render, DeckAttemptRequest):
+                attempt, created = registry.submit_deck(render)
+            else:
+                attempt, created = registry.submit(attempt_id, render)
         except NoFreeSlotError:
             retry = runtime.settings.renderer_retry_after_seconds
             raise ApiError(
@@ -134,6 +161,22 @@ def create_app(runtime: RendererRuntime) -> FastAPI:
             render.attempt_id, RenderInput(**render.model_dump(exclude={"attempt_id"}))
         )
         return JSONResponse(receipt.model_dump(mode="json"), status_code=202 if created else 200)
+
+    @app.post("/v1/deck-attempts")
+    async def submit_deck_attempt(body: Signed) -> JSONResponse:
+        deck = await parse_deck(body)
+        receipt, created = admit(deck.attempt_id, deck)
+        return JSONResponse(receipt.model_dump(mode="json"), status_code=202 if created else 200)
+
+    @app.get("/v1/attempts/{attempt_id}/pages/{index}/artifact")
+    async def page_artifact(_body: Signed, attempt_id: str, index: int) -> Response:
+        page = registry.page_artifact(attempt_id, index)
+        visit = page.visit if page is not None else None
+        if visit is None or visit.artifact is None or visit.artifact_path is None:
+            raise ApiError(
+                404, RenderErrorCode.RESULT_LOST, f"no artefact for {attempt_id} page {index}"
+            )
+        return _file_response(visit.artifact, visit.artifact_path, attempt_id)
 
     @app.get("/v1/attempts")
     async def batch_receipts(
@@ -202,13 +245,16 @@ def _artifact_response(runtime: RendererRuntime, attempt_id: str) -> Response:
         raise ApiError(404, RenderErrorCode.RESULT_LOST, f"no artefact for {attempt_id}")
     if attempt.artifact is None or attempt.artifact_path is None:
         raise ApiError(409, RenderErrorCode.RESULT_LOST, f"attempt {attempt_id} has not finished")
+    return _file_response(attempt.artifact, attempt.artifact_path, attempt_id)
+
+
+def _file_response(info: ArtifactInfo, path: Path, attempt_id: str) -> Response:
     try:
-        data = attempt.artifact_path.read_bytes()
+        data = path.read_bytes()
     except OSError:
         raise ApiError(
             404, RenderErrorCode.RESULT_LOST, f"artefact of {attempt_id} is gone"
         ) from None
-    info = attempt.artifact
     return Response(
         data,
         media_type=info.content_type,

@@ -31,12 +31,15 @@ from deckyard.render.protocol import (
     CONTENT_TYPES,
     ArtifactInfo,
     AttemptStatus,
+    DeckAttemptRequest,
     Diagnostics,
+    PageReceipt,
     Receipt,
     RenderErrorCode,
     RenderInput,
     Timings,
     error_kind,
+    is_infrastructure,
     is_retryable,
 )
 from deckyard.render.renderer.browser.capture import CaptureSession, RenderFailure
@@ -65,11 +68,50 @@ class BrowserGoneError(Exception):
 
 
 @dataclass
+class Visit:
+    """What one browser visit produced: an artefact, or an error code, and diagnostics."""
+
+    code: RenderErrorCode | None = None
+    message: str | None = None
+    diagnostics: Diagnostics | None = None
+    artifact: ArtifactInfo | None = None
+    artifact_path: Path | None = None
+
+
+@dataclass
+class PageState:
+    """One page of a deck attempt; terminal once its visit ended on its own."""
+
+    index: int
+    render: RenderInput
+    status: AttemptStatus = AttemptStatus.ACCEPTED
+    visit: Visit | None = None
+
+    def receipt(self) -> PageReceipt:
+        """The page's part of its attempt's receipt."""
+        visit = self.visit or Visit()
+        code = visit.code
+        return PageReceipt(
+            index=self.index,
+            status=self.status,
+            error_code=code,
+            error_kind=error_kind(code) if code else None,
+            retryable=is_retryable(code) if code else None,
+            message=visit.message,
+            diagnostics=visit.diagnostics,
+            artifact=visit.artifact,
+        )
+
+
+@dataclass
 class Attempt:
-    """One attempt's state; mutated only by the registry."""
+    """One attempt's state; mutated only by the registry.
+
+    A deck attempt has `pages` (and no `render`) and may hold `extra_slots` besides `slot`.
+    """
 
     attempt_id: str
-    render: RenderInput
+    render: RenderInput | None
     fingerprint: str
     slot: int
     status: AttemptStatus = AttemptStatus.ACCEPTED
@@ -82,6 +124,14 @@ class Attempt:
     cancel_requested: bool = False
     task: asyncio.Task[None] | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event)
+    pages: dict[int, PageState] | None = None
+    extra_slots: list[int] = field(default_factory=list)
+    deadline_seconds: float | None = None
+
+    @property
+    def slots(self) -> list[int]:
+        """Every slot the attempt holds."""
+        return [self.slot, *self.extra_slots]
 
 
 class AttemptRegistry:
@@ -142,6 +192,94 @@ class AttemptRegistry:
         attempt.task = asyncio.create_task(self._run(attempt), name=f"attempt {attempt_id}")
         return attempt, True
 
+    def submit_deck(self, deck: DeckAttemptRequest) -> tuple[Attempt, bool]:
+        """Admit a deck attempt on up to `deck.parallel` free slots (at least one)."""
+        fingerprint = deck.fingerprint()
+        existing = self._attempts.get(deck.attempt_id)
+        if existing is not None:
+            if existing.fingerprint != fingerprint:
+                raise AttemptConflictError(deck.attempt_id)
+            return existing, False
+        if self._stopping or not self._free:
+            raise NoFreeSlotError(deck.attempt_id)
+        self._free.sort()
+        width = min(deck.parallel, len(self._free), len(deck.pages))
+        slots, self._free = self._free[:width], self._free[width:]
+        pages = {
+            p.index: PageState(p.index, RenderInput(**p.model_dump(exclude={"index"})))
+            for p in deck.pages
+        }
+        attempt = Attempt(
+            deck.attempt_id,
+            None,
+            fingerprint,
+            slots[0],
+            pages=pages,
+            extra_slots=slots[1:],
+            deadline_seconds=deck.deadline_seconds,
+        )
+        self._attempts[deck.attempt_id] = attempt
+        attempt.task = asyncio.create_task(
+            self._run_deck(attempt), name=f"deck attempt {deck.attempt_id}"
+        )
+        return attempt, True
+
+    async def _run_deck(self, attempt: Attempt) -> None:
+        """Render every page, `len(attempt.slots)` at a time, each page reported when done."""
+        assert attempt.pages is not None
+        attempt.status = AttemptStatus.RUNNING
+        gate = asyncio.Semaphore(len(attempt.slots))
+
+        async def page(state: PageState) -> None:
+            async with gate:
+                state.status = AttemptStatus.RUNNING
+                visit = await self._visit(
+                    f"{attempt.attempt_id}.p{state.index}", state.render, attempt, reraise=True
+                )
+                state.visit = visit
+                state.status = (
+                    AttemptStatus.SUCCEEDED if visit.code is None else AttemptStatus.FAILED
+                )
+                self.changes.bump()
+
+        code: RenderErrorCode | None = None
+        message: str | None = None
+        try:
+            async with asyncio.timeout(attempt.deadline_seconds):
+                await asyncio.gather(*(page(p) for p in attempt.pages.values()))
+        except TimeoutError:
+            code, message = RenderErrorCode.DEADLINE_EXCEEDED, "the attempt's deadline passed"
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None:
+                current.uncancel()
+            if attempt.cancel_requested and not self._stopping:
+                code, message = RenderErrorCode.CANCELLED, "cancelled by request"
+            else:
+                code, message = RenderErrorCode.WORKER_STOPPED, "the renderer is stopping"
+        if code is None:
+            for state in attempt.pages.values():
+                visit = state.visit
+                if visit is not None and visit.code is not None and is_infrastructure(visit.code):
+                    code = visit.code
+                    message = f"page {state.index}: {visit.message}"
+                    break
+        attempt.error_code, attempt.message = code, message
+        if code is None:
+            attempt.status = AttemptStatus.SUCCEEDED
+        elif code is RenderErrorCode.CANCELLED:
+            attempt.status = AttemptStatus.CANCELLED
+        else:
+            attempt.status = AttemptStatus.FAILED
+        self._finish(attempt)
+
+    def page_artifact(self, attempt_id: str, index: int) -> PageState | None:
+        """A finished page of a deck attempt, if the renderer still knows it."""
+        attempt = self._attempts.get(attempt_id)
+        if attempt is None or attempt.pages is None:
+            return None
+        return attempt.pages.get(index)
+
     def receipt(self, attempt_id: str) -> Receipt:
         """The attempt's receipt; `unknown` when the renderer does not know the id."""
         attempt = self._attempts.get(attempt_id)
@@ -165,6 +303,9 @@ class AttemptRegistry:
             message=attempt.message,
             diagnostics=attempt.diagnostics,
             artifact=attempt.artifact,
+            pages=None
+            if attempt.pages is None
+            else [p.receipt() for p in attempt.pages.values() if p.status.terminal],
         )
 
     async def cancel(self, attempt_id: str) -> Receipt:
@@ -212,10 +353,37 @@ class AttemptRegistry:
         return handle.gone.is_set() or "crash" in text
 
     async def _run(self, attempt: Attempt) -> None:
-        render = attempt.render
+        assert attempt.render is not None
+        attempt.status = AttemptStatus.RUNNING
+        visit = await self._visit(attempt.attempt_id, attempt.render, attempt)
+        attempt.diagnostics = visit.diagnostics
+        attempt.artifact, attempt.artifact_path = visit.artifact, visit.artifact_path
+        attempt.error_code, attempt.message = visit.code, visit.message
+        if visit.code is None:
+            attempt.status = AttemptStatus.SUCCEEDED
+        elif visit.code is RenderErrorCode.CANCELLED:
+            attempt.status = AttemptStatus.CANCELLED
+        else:
+            attempt.status = AttemptStatus.FAILED
+        self._finish(attempt)
+
+    def _finish(self, attempt: Attempt) -> None:
+        attempt.finished_at = self._clock.monotonic()
+        self._free.extend(attempt.slots)
+        attempt.done.set()
+        self.changes.bump()
+
+    async def _visit(
+        self, name: str, render: RenderInput, attempt: Attempt, *, reraise: bool = False
+    ) -> Visit:
+        """One browser visit of `render`: capture, store the artefact as `name`, clean up.
+
+        A cancellation ends the visit as cancelled (or stopped), after cleanup; with `reraise`
+        (a page of a deck attempt) it is raised again after cleanup instead.
+        """
         settings = self._settings
         started = time.monotonic()
-        workdir = self._work_root / f"{attempt.attempt_id}.{secrets.token_hex(4)}"
+        workdir = self._work_root / f"{name}.{secrets.token_hex(4)}"
         collector = DiagnosticsCollector(
             settings.renderer_diagnostics_max_items, settings.renderer_diagnostics_max_chars
         )
@@ -225,9 +393,10 @@ class AttemptRegistry:
         data: bytes | None = None
         code: RenderErrorCode | None = None
         message: str | None = None
+        cancelled = False
+        visit = Visit()
         try:
             workdir.mkdir(parents=True)
-            attempt.status = AttemptStatus.RUNNING
             async with asyncio.timeout(
                 render.timeout_seconds or settings.renderer_default_timeout_seconds
             ):
@@ -243,8 +412,9 @@ class AttemptRegistry:
             code, message = RenderErrorCode.DEADLINE_EXCEEDED, "the attempt's deadline passed"
         except asyncio.CancelledError:
             current = asyncio.current_task()
-            if current is not None:
+            if current is not None and not reraise:
                 current.uncancel()
+            cancelled = True
             if attempt.cancel_requested and not self._stopping:
                 code, message = RenderErrorCode.CANCELLED, "cancelled by request"
             else:
@@ -260,14 +430,15 @@ class AttemptRegistry:
             else:
                 code, message = RenderErrorCode.NAVIGATION_FAILED, text
         except Exception as exc:
-            log.exception("attempt %s failed unexpectedly", attempt.attempt_id)
+            log.exception("attempt %s failed unexpectedly", name)
             code, message = RenderErrorCode.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}"
-        if not attempt.cancel_requested:
+        if not attempt.cancel_requested and attempt.pages is None:
             attempt.status = AttemptStatus.CLEANING
         encode_start = time.monotonic()
         if code is None and data is not None:
             try:
-                attempt.artifact, attempt.artifact_path = self._store(attempt, workdir, data)
+                stored = self._store(name, render.format, workdir, data)
+                visit.artifact, visit.artifact_path = stored
             except OSError as exc:
                 code, message = RenderErrorCode.INTERNAL_ERROR, f"cannot store artefact: {exc}"
         encode_ms = round((time.monotonic() - encode_start) * 1000, 1)
@@ -276,18 +447,11 @@ class AttemptRegistry:
         if timings is not None:
             timings.encode_ms = encode_ms
             timings.total_ms = round((time.monotonic() - started) * 1000, 1)
-        attempt.diagnostics = collector.build(timings or Timings())
-        attempt.error_code, attempt.message = code, message
-        if code is None:
-            attempt.status = AttemptStatus.SUCCEEDED
-        elif code is RenderErrorCode.CANCELLED:
-            attempt.status = AttemptStatus.CANCELLED
-        else:
-            attempt.status = AttemptStatus.FAILED
-        attempt.finished_at = self._clock.monotonic()
-        self._free.append(attempt.slot)
-        attempt.done.set()
-        self.changes.bump()
+        visit.diagnostics = collector.build(timings or Timings())
+        visit.code, visit.message = code, message
+        if cancelled and reraise:
+            raise asyncio.CancelledError
+        return visit
 
     async def _cleanup(
         self,
@@ -316,11 +480,10 @@ class AttemptRegistry:
                 self._pool.release(handle)
             shutil.rmtree(workdir, ignore_errors=True)
 
-    def _store(self, attempt: Attempt, workdir: Path, data: bytes) -> tuple[ArtifactInfo, Path]:
-        fmt = attempt.render.format
+    def _store(self, name: str, fmt: str, workdir: Path, data: bytes) -> tuple[ArtifactInfo, Path]:
         staged = workdir / f"artifact.{fmt}"
         staged.write_bytes(data)
-        final = self._artifact_root / f"{attempt.attempt_id}.{fmt}"
+        final = self._artifact_root / f"{name}.{fmt}"
         os.replace(staged, final)
         info = ArtifactInfo(
             format=fmt,
@@ -341,6 +504,9 @@ class AttemptRegistry:
         for attempt in expired:
             if attempt.artifact_path is not None:
                 attempt.artifact_path.unlink(missing_ok=True)
+            for page in (attempt.pages or {}).values():
+                if page.visit is not None and page.visit.artifact_path is not None:
+                    page.visit.artifact_path.unlink(missing_ok=True)
             del self._attempts[attempt.attempt_id]
         return len(expired)
 

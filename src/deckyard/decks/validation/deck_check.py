@@ -1,0 +1,86 @@
+"""Validates every page of a deck with one deck render request (one admission, one lease).
+
+Each page goes through the same two stages as `PageValidator.check`, and its render stage is
+mapped from its own outcome exactly as a single page's is (`RenderOutcome.stage`): a content
+error code or the page's diagnostics decide `failed`/`passed`; a page the renderer did not
+commit (no renderer, deadline, attempts spent) gets its request's infrastructure code, so it
+reads `unavailable`, never passed (rule Q0).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from deckyard.decks.compile.documents import CompiledPage, compile_page
+from deckyard.decks.errors import CompileError
+from deckyard.decks.source.deck_source import DeckSource
+from deckyard.decks.validation.page_check import PageCheck, PageValidator, slide_spec
+from deckyard.decks.validation.result import StageOutcome
+from deckyard.decks.validation.rules import (
+    compile_outcome,
+    render_outcome_from_diagnostics,
+    render_outcome_from_error,
+    render_outcome_skipped,
+    validation_result,
+)
+from deckyard.jobs import JobContext
+from deckyard.render.control.deck_requests import PageRender
+from deckyard.render.control.spec import ScreenshotSpec
+from deckyard.render.protocol import RenderErrorCode
+
+NO_RENDERER = "no renderer is up; start one (deckyard serve --renderers 1) and retry"
+
+
+def page_stage(outcome: PageRender) -> StageOutcome:
+    """The render stage of one page's outcome (the same mapping as a screenshot job's)."""
+    if outcome.error_code is not None:
+        return render_outcome_from_error(outcome.error_code, outcome.message)
+    return render_outcome_from_diagnostics((outcome.result or {}).get("diagnostics") or {})
+
+
+async def render_specs(
+    validator: PageValidator, ctx: JobContext, specs: list[ScreenshotSpec]
+) -> list[PageRender]:
+    """Render `specs` as one deck request of `ctx`'s job; unavailable when no renderer is up."""
+    if not specs:
+        return []
+    if not await validator.gateway.renderer_live():
+        code = RenderErrorCode.SERVICE_UNAVAILABLE.value
+        return [PageRender(i, None, code, NO_RENDERER) for i in range(len(specs))]
+    return await validator.gateway.render.decks.render(ctx, specs)
+
+
+def compile_pages(
+    validator: PageValidator, deck: DeckSource
+) -> tuple[dict[str, CompiledPage], dict[str, PageCheck]]:
+    """Every page compiled; the checks of those that did not compile (render skipped)."""
+    compiled: dict[str, CompiledPage] = {}
+    failed: dict[str, PageCheck] = {}
+    for page in deck.pages:
+        try:
+            compiled[page.name] = compile_page(deck, page.name, validator.limits)
+        except CompileError as exc:
+            skipped = render_outcome_skipped("the page did not compile")
+            result = validation_result(compile_outcome(exc.problems), skipped, page=page.name)
+            failed[page.name] = PageCheck(page.name, result, None)
+    return compiled, failed
+
+
+async def check_pages(
+    validator: PageValidator, deck: DeckSource, ctx: JobContext
+) -> list[PageCheck]:
+    """Every page of `deck` compiled (in a thread: the loop keeps heartbeating and polling),
+    then the compiled ones rendered in one deck request."""
+    compiled, checks = await asyncio.to_thread(compile_pages, validator, deck)
+    names = list(compiled)
+    specs = [slide_spec(compiled[name]) for name in names]
+    for name, spec, outcome in zip(
+        names, specs, await render_specs(validator, ctx, specs), strict=True
+    ):
+        result = validation_result(compile_outcome([]), page_stage(outcome), page=name)
+        rendered: dict[str, Any] | None = None
+        if outcome.error_code is None and outcome.result:
+            rendered = outcome.result
+        checks[name] = PageCheck(name, result, compiled[name], spec=spec, render=rendered)
+    return [checks[page.name] for page in deck.pages]

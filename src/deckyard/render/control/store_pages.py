@@ -1,0 +1,167 @@
+"""Statements on the pages of deck requests (`page_*`, `pages_*`): one row per page.
+
+A deck request renders every page of a deck version under one admission and one lease at a
+time. Each page's result is committed on its own row by `page_commit`, a compare-and-set that
+applies only while the committing attempt still holds its slots under a live lease, the request
+is running, not cancelled and within its deadline, and the page is still pending: a late or
+duplicate result is refused, so a page is committed exactly once. The commit of the last
+pending page also ends the attempt and the request as succeeded.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, insert, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from deckyard.db import Database
+from deckyard.render.control.models import (
+    PAGE_COMMITTED,
+    PAGE_PENDING,
+    RenderAttempt,
+    RenderPage,
+)
+from deckyard.render.control.schema import render_attempts, render_pages, render_requests
+from deckyard.render.control.status import ACTIVE_ATTEMPT, AttemptState, RequestStatus
+from deckyard.render.control.store import wake_on_commit
+from deckyard.render.control.store_attempts import ResultRefused
+
+A = render_attempts
+P = render_pages
+R = render_requests
+
+
+async def pages_insert(conn: AsyncConnection, request_id: int, count: int) -> None:
+    """Give a new deck request its `count` pending page rows (indices 0..count-1)."""
+    if count:
+        await conn.execute(
+            insert(P),
+            [
+                {"request_id": request_id, "page_index": i, "status": PAGE_PENDING}
+                for i in range(count)
+            ],
+        )
+
+
+async def pages_of_request(conn: AsyncConnection, request_id: int) -> list[RenderPage]:
+    """Every page of a deck request, in page order."""
+    rows = await conn.execute(
+        select(*P.c).where(P.c.request_id == request_id).order_by(P.c.page_index)
+    )
+    return [RenderPage.from_row(r) for r in rows]
+
+
+async def pages_pending(conn: AsyncConnection, request_id: int) -> list[int]:
+    """The indices of the pages of a deck request that have no committed result yet."""
+    rows = await conn.execute(
+        select(P.c.page_index)
+        .where(P.c.request_id == request_id, P.c.status == PAGE_PENDING)
+        .order_by(P.c.page_index)
+    )
+    return [int(r.page_index) for r in rows]
+
+
+async def page_commit(
+    db: Database,
+    conn: AsyncConnection,
+    attempt: RenderAttempt,
+    index: int,
+    *,
+    result: dict[str, Any] | None,
+    artifact_key: str | None,
+    error_code: str | None,
+    error_message: str | None,
+    now: datetime,
+) -> bool:
+    """Commit one page's result with a compare-and-set, or raise `ResultRefused`.
+
+    The attempt row is touched first under the same guards as `result_commit` (slot held,
+    active, lease not expired): on PostgreSQL that row lock orders this commit against a
+    concurrent release or recovery of the attempt; on SQLite the writer lock does. Returns True
+    when this was the deck's last pending page (the attempt and the request then ended as
+    succeeded in this transaction). Raising rolls back the caller's transaction.
+    """
+    held = await conn.execute(
+        update(A)
+        .where(
+            A.c.id == attempt.id,
+            A.c.active_occupancy == 1,
+            A.c.status.in_(ACTIVE_ATTEMPT),
+            A.c.lease_expires_at > now,
+        )
+        .values(updated_at=now)
+    )
+    if held.rowcount != 1:
+        raise ResultRefused(f"attempt {attempt.attempt_key}: its slots or lease are gone")
+    live = (
+        await conn.execute(
+            select(R.c.id).where(
+                R.c.id == attempt.request_id,
+                R.c.status == RequestStatus.RUNNING.value,
+                R.c.cancel_requested_at.is_(None),
+                R.c.deadline_at > now,
+            )
+        )
+    ).first()
+    if live is None:
+        raise ResultRefused(
+            f"request {attempt.request_id} was cancelled, passed its deadline or ended"
+        )
+    done = await conn.execute(
+        update(P)
+        .where(
+            P.c.request_id == attempt.request_id,
+            P.c.page_index == index,
+            P.c.status == PAGE_PENDING,
+        )
+        .values(
+            status=PAGE_COMMITTED,
+            attempt_id=attempt.id,
+            result=result,
+            artifact_key=artifact_key,
+            error_code=error_code,
+            error_message=(error_message or "")[:2000] or None,
+            committed_at=now,
+        )
+    )
+    if done.rowcount != 1:
+        raise ResultRefused(f"request {attempt.request_id} page {index}: already committed")
+    left = (
+        await conn.execute(
+            select(func.count()).where(
+                P.c.request_id == attempt.request_id, P.c.status == PAGE_PENDING
+            )
+        )
+    ).scalar_one()
+    if left:
+        return False
+    await conn.execute(
+        update(A)
+        .where(A.c.id == attempt.id, A.c.active_occupancy == 1)
+        .values(
+            active_occupancy=0,
+            status=AttemptState.SUCCEEDED.value,
+            last_receipt_status=AttemptState.SUCCEEDED.value,
+            finished_at=now,
+            updated_at=now,
+        )
+    )
+    pages = (
+        await conn.execute(select(func.count()).where(P.c.request_id == attempt.request_id))
+    ).scalar_one()
+    await conn.execute(
+        update(R)
+        .where(R.c.id == attempt.request_id, R.c.status == RequestStatus.RUNNING.value)
+        .values(
+            status=RequestStatus.SUCCEEDED.value,
+            result={"pages": int(pages)},
+            error_code=None,
+            error_message=None,
+            finished_at=now,
+            updated_at=now,
+        )
+    )
+    wake_on_commit(db, conn)
+    return True

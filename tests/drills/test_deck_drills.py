@@ -1,0 +1,180 @@
+"""Mid-deck drills of issue 12: a whole deck in one render request, real Chromium.
+
+A deck job opens one deck request (one admission, one lease, one receipt stream) for every page;
+its pages are URL pages of the navigation site, so the site counts every visit of every page and
+can hold one of them. Each drill also passes seed 004's gate (`control_fixtures`): occupancy
+never above the cap, every renderer idle at the end, no temp files, no stray browser, no zombie.
+They run on SQLite and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from deckyard.decks.validation.deck_check import page_stage
+from deckyard.decks.validation.result import ValidationStatus
+from deckyard.decks.validation.rules import compile_outcome, validation_result
+from deckyard.jobs import JobContext, JobStatus, Runtime
+from deckyard.render.control.deck_requests import PageRender
+from deckyard.render.control.service import RenderService
+from deckyard.render.control.spec import ScreenshotSpec
+from deckyard.render.control.status import AttemptState, RequestStatus
+from tests.drills.control_fixtures import (
+    Plane,
+    hygiene,
+    nav,
+    running_plane,
+    shared_renderer,
+)
+from tests.drills.control_support import NavigationSite
+from tests.drills.support import RendererProcess
+from tests.helpers.eventually import eventually
+
+__all__ = ["hygiene", "nav", "shared_renderer"]
+pytestmark = [pytest.mark.chromium, pytest.mark.processes, pytest.mark.slow]
+
+DECK_JOB = "drill.deck"
+SLOW_MACHINE: dict[str, Any] = {
+    "job_lease_seconds": 10.0,
+    "job_heartbeat_interval_seconds": 1.0,
+    "render_lease_seconds": 6.0,
+}
+"""Leases are not what these drills test: on a loaded machine 1.5 s (job), 3 s (render) is short."""
+
+
+def deck_job(runtime: Runtime, service: RenderService) -> None:
+    """Register a job that renders its payload's specs as one deck request."""
+
+    @runtime.handler(DECK_JOB, queue="render", max_attempts=3)
+    async def render(ctx: JobContext) -> dict[str, Any]:
+        specs = [ScreenshotSpec.model_validate(s) for s in ctx.payload["specs"]]
+        outcomes = await service.decks.render(ctx, specs)
+        return {"pages": [dataclasses.asdict(o) for o in outcomes]}
+
+
+def pages(nav: NavigationSite, tag: str, count: int, held: set[int]) -> list[dict[str, Any]]:
+    """`count` URL pages of the navigation site; every one but `held` loads at once."""
+    names = [f"{tag}-p{i}" for i in range(count)]
+    for i, name in enumerate(names):
+        if i not in held and not name.startswith("always-"):
+            nav.release(name)
+    return [
+        ScreenshotSpec(url=nav.url(name), width=320, height=200).model_dump(mode="json")
+        for name in names
+    ]
+
+
+async def deck_request(plane: Plane, job_id: int) -> int:
+    """The deck request a job opened (waiting for it to exist)."""
+
+    async def opened() -> int | None:
+        req = await plane.service.request_for_job(job_id)
+        return req.id if req is not None else None
+
+    return await eventually(opened, timeout=20, every=0.05)
+
+
+async def committed(plane: Plane, req_id: int) -> list[int]:
+    """The indices of the deck's committed pages."""
+    return [p.page_index for p in await plane.service.pages(req_id) if p.committed]
+
+
+async def committed_keys(plane: Plane, req_id: int) -> list[str]:
+    """The artefact keys the deck's committed pages point at."""
+    return sorted(p.artifact_key for p in await plane.service.pages(req_id) if p.artifact_key)
+
+
+def posted_pages(plane: Plane) -> list[list[int]]:
+    """The page indices of every deck attempt posted to the renderer, in order."""
+    return [
+        [p["index"] for p in json.loads(body)["pages"]]
+        for path, body in plane.proxy.posted
+        if path == "/v1/deck-attempts"
+    ]
+
+
+async def test_deck_cancel_during_a_page(
+    tmp_path: Path, db_url: str, shared_renderer: RendererProcess, nav: NavigationSite
+) -> None:
+    tag = f"dc{os.getpid()}{tmp_path.name[-6:]}"
+    async with running_plane(
+        tmp_path, shared_renderer, before_start=deck_job, database_url=db_url, **SLOW_MACHINE
+    ) as plane:
+        specs = pages(nav, tag, 4, held={2})
+        job = await plane.runtime.enqueue(DECK_JOB, {"specs": specs}, queue="render")
+        req_id = await deck_request(plane, job.id)
+
+        async def on_page_2() -> bool:
+            return nav.hits.get(f"{tag}-p2", 0) >= 1 and {0, 1} <= set(
+                await committed(plane, req_id)
+            )
+
+        await eventually(on_page_2, timeout=30, every=0.05)
+        await plane.runtime.cancel(job.id)
+        done = await plane.runtime.wait(job.id, timeout=10)
+        request = await plane.service.wait_for_terminal(req_id, timeout=10)
+        nav.release(f"{tag}-p2")
+        assert done.status is JobStatus.CANCELLED
+        assert request.status is RequestStatus.CANCELLED
+        attempts = await plane.service.attempts(req_id)
+        assert len(attempts) == 1, [(a.status, a.error_code, a.error_message) for a in attempts]
+        [attempt] = attempts
+        assert attempt.status is AttemptState.CANCELLED and attempt.active_occupancy == 0
+        assert len(attempt.slots) == 2, "the deck's pages did not render in parallel"
+        assert 2 not in await committed(plane, req_id)
+        # every stored artefact is a committed page's; nothing refused or cancelled is left
+        assert sorted(await plane.store.keys()) == await committed_keys(plane, req_id)
+
+
+async def test_deck_deadline_across_attempts(
+    tmp_path: Path, db_url: str, shared_renderer: RendererProcess, nav: NavigationSite
+) -> None:
+    tag = f"dd{os.getpid()}{tmp_path.name[-6:]}"
+    never = f"always-{tag}-p1"
+    specs = pages(nav, tag, 3, held={1})
+    specs[1] = ScreenshotSpec(url=nav.url(never), width=320, height=200).model_dump(mode="json")
+    async with running_plane(
+        tmp_path,
+        shared_renderer,
+        before_start=deck_job,
+        database_url=db_url,
+        render_attempt_timeout_seconds=8.0,
+        render_request_deadline_seconds=60.0,
+        **SLOW_MACHINE,
+    ) as plane:
+        job = await plane.runtime.enqueue(DECK_JOB, {"specs": specs}, queue="render")
+        req_id = await deck_request(plane, job.id)
+        done = await plane.runtime.wait(job.id, timeout=60)
+        nav.release(never)
+        request = await plane.service.request(req_id)
+        assert request is not None
+        assert request.status is RequestStatus.FAILED
+        assert request.error_code == "RENDER_DEADLINE_EXCEEDED"
+        attempts = await plane.service.attempts(req_id)
+        assert len(attempts) == 3, [(a.status, a.error_code, a.error_message) for a in attempts]
+        assert {a.error_code for a in attempts} == {"RENDER_DEADLINE_EXCEEDED"}
+        assert all(a.active_occupancy == 0 for a in attempts)
+        # the pages that rendered were committed by the first attempt, and never rendered again
+        rows = {p.page_index: p for p in await plane.service.pages(req_id)}
+        assert [i for i, p in rows.items() if p.committed] == [0, 2]
+        assert {rows[0].attempt_id, rows[2].attempt_id} == {attempts[0].id}
+        assert posted_pages(plane) == [[0, 1, 2], [1], [1]]
+        assert [nav.hits.get(f"{tag}-p{i}", 0) for i in (0, 2)] == [1, 1]
+        assert nav.hits.get(never) == 3
+        # rule Q0: the page that never rendered is unavailable, not passed
+        assert done.status is JobStatus.SUCCEEDED, done
+        outcomes = [PageRender(**o) for o in done.result["pages"]]
+        assert outcomes[1].error_code == "RENDER_DEADLINE_EXCEEDED"
+        verdicts = [validation_result(compile_outcome([]), page_stage(o)) for o in outcomes]
+        assert [v.status for v in verdicts] == [
+            ValidationStatus.PASSED,
+            ValidationStatus.UNAVAILABLE,
+            ValidationStatus.PASSED,
+        ]
+        assert sorted(await plane.store.keys()) == await committed_keys(plane, req_id)

@@ -87,12 +87,14 @@ def test_sigkill_serve_at_each_stage_of_a_publish(
 
     killed_at: list[int] = []
     for index in range(len(STAGES)):
+        # the first stage not killed in yet (a stage may outlast a restart, or be passed over)
+        first = max(index, killed_at[-1] + 1 if killed_at else 0)
 
-        def reached(s: Server = server, i: int = index) -> dict[str, Any] | None:
+        def reached(s: Server = server, i: int = first) -> dict[str, Any] | None:
             now = task(s)
             return now if now["status"] == "succeeded" or now["stage"] >= i else None
 
-        now = eventually_sync(reached, timeout=RESUME_BOUND, every=0.1, what=f"stage {index}")
+        now = eventually_sync(reached, timeout=RESUME_BOUND, every=0.1, what=f"stage {first}")
         if now["status"] == "succeeded":
             break
         seen = len(events(server))

@@ -33,7 +33,6 @@ from deckyard.jobs.store import (
     events_after,
     events_append,
     job_enqueue,
-    job_enqueue_now,
     job_get,
     jobs_enqueue,
 )
@@ -312,7 +311,8 @@ class Runtime:
         taker = self._hand_off_worker(new, now)
         if taker is not None:
             return await taker.take_enqueued(new, now)
-        return await job_enqueue_now(self.db, new, now, one_hop=self.settings.job_one_hop)
+        job, _ = await self.db.write(lambda tx: job_enqueue(self.db, tx, new, now))
+        return job
 
     def _hand_off_worker(self, new: NewJob, now: datetime) -> Worker | None:
         """A running worker of this process that can take `new` as it is inserted, if any.

@@ -210,24 +210,6 @@ async def job_hand_off(db: Database, new: NewJob, now: datetime, owner: str, lea
     return _job_of(rows[0])
 
 
-async def job_enqueue_now(db: Database, new: NewJob, now: datetime, *, one_hop: bool) -> Job:
-    """`job_enqueue` as a write of its own; on PostgreSQL without a dedupe key, one statement.
-
-    The INSERT and the queue's `pg_notify` go as one statement in autocommit (`one_hop`): one
-    round trip instead of BEGIN, INSERT, NOTIFY and COMMIT.
-    """
-    if not (one_hop and db.supports_writable_ctes and new.dedupe_key is None):
-        job, _ = await db.write(lambda conn: job_enqueue(db, conn, new, now))
-        return job
-    channel = wake_channel(new.queue)
-    inserted = insert(jobs).values(new.row(now)).returning(*JOB_COLUMNS).cte("inserted")
-    notified = select(func.pg_notify(NOTIFY_CHANNEL, channel)).scalar_subquery()
-    rows = await db.write_statement(
-        select(*inserted.c, notified.label("notified")), {}, wake=(channel,)
-    )
-    return _job_of(rows[0])
-
-
 _STARTED_EVENT = insert(job_events).values(
     job_id=bindparam("job_id"),
     type=EventType.STARTED.value,

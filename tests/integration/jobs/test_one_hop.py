@@ -21,12 +21,10 @@ from deckyard.jobs.store import (
     WAKE_EVENTS,
     NewJob,
     events_after,
-    job_enqueue_now,
     job_get,
     job_hand_off,
     jobs_enqueue,
     jobs_settle_claim,
-    wake_channel,
 )
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -133,18 +131,6 @@ async def test_hand_off_inserts_a_running_job_with_its_event(db: Database) -> No
     assert WAKE_EVENTS in woken.take_hits()
     with pytest.raises(ValueError, match="dedupe"):
         await job_hand_off(db, _new(dedupe_key="d"), NOW, OWNER, 30)
-
-
-@pytest.mark.parametrize("one_hop", [True, False])
-async def test_enqueue_now_inserts_pending_and_wakes_its_queue(db: Database, one_hop: bool) -> None:
-    woken = db.bus.subscribe(wake_channel("q"))
-    job = await job_enqueue_now(db, _new(payload={"a": 1}, priority=4), NOW, one_hop=one_hop)
-    assert (job.status.value, job.attempt, job.priority, job.payload) == ("pending", 0, 4, {"a": 1})
-    assert await _get(db, job.id) == job
-    assert wake_channel("q") in woken.take_hits()
-    again = await job_enqueue_now(db, _new(dedupe_key="d"), NOW, one_hop=one_hop)
-    same = await job_enqueue_now(db, _new(dedupe_key="d"), NOW, one_hop=one_hop)
-    assert same.id == again.id != job.id
 
 
 async def test_write_in_thread_rolls_back_on_error(tmp_path: Path) -> None:

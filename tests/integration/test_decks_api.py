@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import zipfile
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -18,6 +19,7 @@ from deckyard.jobs import Runtime
 from tests.helpers.api import make_token, running_app
 from tests.helpers.decks import MANIFEST, counts, folder_zip, json_deck, make_zip
 from tests.helpers.eventually import eventually
+from tests.helpers.reveal import reveal_deck
 
 INFRA = {"RENDER_SERVICE_UNAVAILABLE", "RENDER_RESULT_LOST", "RENDER_DEADLINE_EXCEEDED"}
 ZIP = {"content-type": "application/zip"}
@@ -320,3 +322,23 @@ async def test_a_one_file_markdown_deck_is_a_deck_of_its_slides(db_url: str) -> 
         )
         assert bad.status_code == 422
         assert "front matter" in bad.json()["error"]["message"]
+
+
+async def test_a_reveal_js_slides_notes_are_in_its_page_output(db_url: str, tmp_path: Path) -> None:
+    folder = reveal_deck(tmp_path / "talk")
+    entries = {
+        str(f.relative_to(folder)): f.read_bytes() for f in sorted(folder.rglob("*")) if f.is_file()
+    }
+    async with running_app(db_url) as (app, client):
+        alice = await make_token(app, "alice")
+        made = await client.post(
+            "/v1/decks/zip", content=make_zip(entries), headers={**alice, **ZIP}
+        )
+        assert made.status_code == 201, made.text
+        deck = made.json()
+        notes = []
+        for page in deck["pages"]:
+            got = await client.get(f"/v1/decks/{deck['id']}/pages/{page['page']}", headers=alice)
+            assert got.status_code == 200, got.text
+            notes.append(got.json()["notes"])
+        assert notes == [[], [], [], ["A speaker note"]]

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from deckyard.decks.compile.slide_markdown import slide_notes
 from deckyard.decks.errors import CompileProblem
 from deckyard.decks.source.deck_source import PAGE_NAME_PATTERN, PageKind, SourceWarning
+from deckyard.decks.source.reveal_html import reveal_page_notes
 from deckyard.decks.store import DeckRow, PageVersionRow
 from deckyard.decks.validation.result import ValidationResult
 
@@ -82,13 +83,18 @@ class PageOut(PageVersionOut):
 
     source: str
     notes: list[str] = Field(
-        default_factory=list, description="Speaker notes (Markdown comments, reveal.js `Note:`)."
+        default_factory=list,
+        description="Speaker notes (Markdown comments, reveal.js `Note:`, a reveal.js HTML slide's "
+        "`aside.notes` or `data-notes`).",
     )
 
     @classmethod
     def of_source(cls, v: PageVersionRow) -> PageOut:
         """The API view of a current version, source and notes included."""
-        notes = slide_notes(v.source) if v.kind == PageKind.MARKDOWN else []
+        if v.kind == PageKind.MARKDOWN:
+            notes = slide_notes(v.source)
+        else:
+            notes = reveal_page_notes(v.source)
         return cls(**PageVersionOut.of(v).model_dump(), source=v.source, notes=notes)
 
 

@@ -33,7 +33,7 @@ from deckyard.decks.source.assemble import ASSETS_DIR
 from deckyard.decks.source.deck_source import PageKind, PageSource
 from deckyard.decks.source.limits import DeckLimits
 from deckyard.decks.source.markdown_directives import split_comments
-from deckyard.decks.source.reveal_html import SLIDE_MARK, reveal_slides
+from deckyard.decks.source.reveal_html import SLIDE_MARK, reveal_slides, section_notes
 
 FORMATTER = HTMLFormatter(
     entity_substitution=EntitySubstitution.substitute_xml, void_element_close_prefix=""
@@ -231,13 +231,12 @@ class _PageCompiler:
         section = next((s for h, v, s in reveal_slides(soup) if (h, v) == at), None)
         if section is None or soup.body is None:
             return
-        notes = [a.get_text().strip() for a in section.select("aside.notes")]
-        notes += [str(section["data-notes"])] if section.has_attr("data-notes") else []
-        if not any(notes):
+        notes = section_notes(section)
+        if not notes:
             return
         aside = soup.new_tag("aside", attrs={"class": NOTES_CLASS, "hidden": ""})
         aside["style"] = "display:none"
-        for note in filter(None, notes):
+        for note in notes:
             paragraph = soup.new_tag("p")
             paragraph.string = note
             aside.append(paragraph)

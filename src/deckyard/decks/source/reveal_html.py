@@ -42,6 +42,24 @@ def print_page(page: PageSource) -> PageSource | None:
     return page.model_copy(update={"text": text})
 
 
+def section_notes(section: Tag) -> list[str]:
+    """The speaker notes of one reveal.js slide: its `aside.notes` and its `data-notes`."""
+    notes = [a.get_text().strip() for a in section.select("aside.notes")]
+    notes += [str(section["data-notes"]).strip()] if section.has_attr("data-notes") else []
+    return [n for n in notes if n]
+
+
+def reveal_page_notes(text: str) -> list[str]:
+    """The speaker notes of the slide a reveal.js deck page shows ([] for any other page)."""
+    mark = SLIDE_MARK.match(text)
+    if mark is None or mark["h"] is None:
+        return []
+    at = (int(mark["h"]), int(mark["v"]))
+    soup = BeautifulSoup(text[mark.end() :], "html5lib")
+    section = next((s for h, v, s in reveal_slides(soup) if (h, v) == at), None)
+    return [] if section is None else section_notes(section)
+
+
 _SIZE = re.compile(r"\b(?P<key>width|height)\s*:\s*(?P<value>\d{2,5})\b")
 
 

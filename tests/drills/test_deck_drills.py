@@ -1,4 +1,4 @@
-"""The three mid-deck drills of issue 12: a whole deck in one render request, real Chromium.
+"""Mid-deck drills of issue 12: a whole deck in one render request, real Chromium.
 
 A deck job opens one deck request (one admission, one lease, one receipt stream) for every page;
 its pages are URL pages of the navigation site, so the site counts every visit of every page and
@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import signal
 from pathlib import Path
 from typing import Any
 
@@ -26,20 +25,16 @@ from deckyard.render.control.deck_requests import PageRender
 from deckyard.render.control.service import RenderService
 from deckyard.render.control.spec import ScreenshotSpec
 from deckyard.render.control.status import AttemptState, RequestStatus
-from tests.drills.conftest import LIVE, start_renderer
 from tests.drills.control_fixtures import (
-    STOPPED_EPOCHS,
     Plane,
     hygiene,
     nav,
-    renderer_env,
     running_plane,
     shared_renderer,
-    stop_control_renderer,
 )
-from tests.drills.control_support import NavigationSite, tagged_processes
-from tests.drills.support import DrillSite, RendererProcess, decode_png
-from tests.helpers.eventually import eventually, settled_sync
+from tests.drills.control_support import NavigationSite
+from tests.drills.support import RendererProcess
+from tests.helpers.eventually import eventually
 
 __all__ = ["hygiene", "nav", "shared_renderer"]
 pytestmark = [pytest.mark.chromium, pytest.mark.processes, pytest.mark.slow]
@@ -183,91 +178,3 @@ async def test_deck_deadline_across_attempts(
             ValidationStatus.PASSED,
         ]
         assert sorted(await plane.store.keys()) == await committed_keys(plane, req_id)
-
-
-async def test_deck_renderer_sigkill_mid_deck_resumes_at_the_page(
-    tmp_path: Path, db_url: str, site: DrillSite, nav: NavigationSite
-) -> None:
-    tag = f"dk{os.getpid()}{tmp_path.name[-6:]}"
-    total = 30
-    first = start_renderer(site, slots=2, **renderer_env(nav))
-    second: RendererProcess | None = None
-    try:
-        async with running_plane(
-            tmp_path,
-            first,
-            before_start=deck_job,
-            database_url=db_url,
-            render_attempt_timeout_seconds=60.0,
-            **SLOW_MACHINE,
-        ) as plane:
-            specs = pages(nav, tag, total, held={7, 8})
-            job = await plane.runtime.enqueue(DECK_JOB, {"specs": specs}, queue="render")
-            req_id = await deck_request(plane, job.id)
-
-            async def at_page_7() -> bool:
-                held = all(nav.hits.get(f"{tag}-p{i}", 0) >= 1 for i in (7, 8))
-                return held and set(range(7)) <= set(await committed(plane, req_id))
-
-            try:
-                await eventually(at_page_7, timeout=180, every=0.1)
-            except AssertionError:
-                state = (
-                    {k: v for k, v in nav.hits.items() if k.startswith(tag)},
-                    await committed(plane, req_id),
-                    await plane.service.attempts(req_id),
-                    await plane.runtime.get(job.id),
-                )
-                raise AssertionError(f"never at page 7: {state}") from None
-            # both slots wait on pages 7 and 8, so nothing after them has started
-            assert await committed(plane, req_id) == list(range(7))
-            old_epoch = first.ready["epoch"]
-            LIVE.pop(first.proc.pid)
-            os.kill(first.proc.pid, signal.SIGKILL)
-            first.stop()
-            STOPPED_EPOCHS.add(old_epoch)
-            assert not settled_sync(lambda: tagged_processes({old_epoch}), 15), (
-                "browser outlived kill"
-            )
-
-            async def lost() -> bool:
-                [a, *_] = await plane.service.attempts(req_id)
-                return a.status is AttemptState.LOST
-
-            await eventually(lost, timeout=15, every=0.05)
-            nav.release(f"{tag}-p7")
-            nav.release(f"{tag}-p8")
-            second = start_renderer(site, slots=2, **renderer_env(nav))
-            plane.proxy.upstream = second.url
-            done = await plane.runtime.wait(job.id, timeout=120)
-            assert done.status is JobStatus.SUCCEEDED, done
-            request = await plane.service.request(req_id)
-            assert request is not None and request.status is RequestStatus.SUCCEEDED
-            attempts = await plane.service.attempts(req_id)
-            assert [a.status for a in attempts] == [AttemptState.LOST, AttemptState.SUCCEEDED]
-            assert attempts[1].renderer_epoch == second.ready["epoch"]
-            # resumed at page 7: the second attempt was given pages 7..29 only
-            assert posted_pages(plane) == [list(range(total)), list(range(7, total))]
-            rows = await plane.service.pages(req_id)
-            assert all(p.committed for p in rows)
-            assert [p.attempt_id for p in rows] == [attempts[0].id] * 7 + [attempts[1].id] * (
-                total - 7
-            )
-            # exactly once per page: pages 0..6 were visited once; 7 and 8 once per attempt
-            visits = [nav.hits.get(f"{tag}-p{i}", 0) for i in range(total)]
-            assert visits == [1] * 7 + [2, 2] + [1] * (total - 9), visits
-            outcomes = [PageRender(**o) for o in done.result["pages"]]
-            assert [o.error_code for o in outcomes] == [None] * total
-            keys = sorted(await plane.store.keys())
-            assert keys == await committed_keys(plane, req_id) and len(keys) == total
-            data = await plane.store.get(outcomes[12].result["artifact_key"])  # type: ignore[index]
-            assert data is not None and decode_png(data)[:2] == (320, 200)
-        if first.tmp_dir.exists():
-            assert settled_sync(lambda: list(first.tmp_dir.iterdir()), 10) == []
-            first.tmp_dir.rmdir()
-        first.stderr_path.unlink(missing_ok=True)
-    finally:
-        nav.release(f"{tag}-p7")
-        nav.release(f"{tag}-p8")
-        if second is not None:
-            stop_control_renderer(second)

@@ -145,6 +145,21 @@ class Loop:
             clock=clock,
         )
 
+    @classmethod
+    def every(
+        cls,
+        name: str,
+        tick: Callable[[], Awaitable[Tick]],
+        settings: Settings,
+        seconds: float,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> Loop:
+        """A housekeeping loop that looks every `seconds`, busy or idle (prune, sweep)."""
+        return cls.configured(
+            name, tick, settings, poll_interval=seconds, idle_ceiling=seconds, clock=clock
+        )
+
     @property
     def alive(self) -> bool:
         """True while the loop's task runs."""

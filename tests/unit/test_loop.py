@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from deckyard.clock import FakeClock
+from deckyard.config import Settings
 from deckyard.loop import ACTIVE, IDLE, MORE, Loop, Pacing, Tick
 from tests.helpers.eventually import eventually
 
@@ -85,3 +86,13 @@ async def test_a_failing_tick_is_counted_and_the_loop_goes_on() -> None:
 
 async def _ticks(loop: Loop) -> bool:
     return loop.stats.ticks >= 1
+
+
+def test_every_looks_at_one_cadence_busy_or_idle() -> None:
+    async def tick() -> Tick:
+        return IDLE
+
+    settings = Settings(loop_error_backoff_seconds=2.0)
+    loop = Loop.every("sweep", tick, settings, 30.0, clock=FakeClock())
+    assert [loop.pacing.after_tick(IDLE) for _ in range(3)] == [30.0, 30.0, 30.0]
+    assert loop.pacing.after_tick(ACTIVE) == 30.0

@@ -65,13 +65,8 @@ class ApiMaintenance:
     def start(self) -> None:
         """Start pruning at the job-prune cadence."""
         s = self.settings
-        loop = Loop.configured(
-            "idempotency-prune",
-            self._tick,
-            s,
-            poll_interval=s.job_prune_interval_seconds,
-            idle_ceiling=s.job_prune_interval_seconds,
-            clock=self.clock,
+        loop = Loop.every(
+            "idempotency-prune", self._tick, s, s.job_prune_interval_seconds, clock=self.clock
         )
         loop.start()
         self._loops = [loop]

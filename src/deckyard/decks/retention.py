@@ -77,20 +77,18 @@ class Retention:
         """Start the prune and sweep loops."""
         s = self.settings
         self.loops = [
-            Loop.configured(
+            Loop.every(
                 "retention-prune",
                 self.prune_tick,
                 s,
-                poll_interval=s.retention_prune_interval_seconds,
-                idle_ceiling=s.retention_prune_interval_seconds,
+                s.retention_prune_interval_seconds,
                 clock=self.clock,
             ),
-            Loop.configured(
+            Loop.every(
                 "artifact-sweep",
                 self.sweep_tick,
                 s,
-                poll_interval=s.artifact_sweep_interval_seconds,
-                idle_ceiling=s.artifact_sweep_interval_seconds,
+                s.artifact_sweep_interval_seconds,
                 clock=self.clock,
             ),
         ]

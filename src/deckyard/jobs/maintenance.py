@@ -161,14 +161,7 @@ class Maintenance:
                 idle_ceiling=s.job_idle_poll_ceiling_seconds,
                 clock=self.clock,
             ),
-            Loop.configured(
-                "prune",
-                self.prune_tick,
-                s,
-                poll_interval=s.job_prune_interval_seconds,
-                idle_ceiling=s.job_prune_interval_seconds,
-                clock=self.clock,
-            ),
+            Loop.every("prune", self.prune_tick, s, s.job_prune_interval_seconds, clock=self.clock),
         ]
         if self.periodics:
             now = self.clock.now()

@@ -20,9 +20,13 @@ from typing import Any
 from deckyard.clock import Clock
 from deckyard.config import Settings
 from deckyard.db import Database
-from deckyard.jobs import JobContext, JobError, JobErrorCode, JobStatus, Runtime
+from deckyard.jobs import JobContext, JobError, JobErrorCode, Runtime
 from deckyard.render.control.models import DECK_KIND, RenderRequest
-from deckyard.render.control.screenshots import ScreenshotHandler, wait_for_terminal
+from deckyard.render.control.screenshots import (
+    ScreenshotHandler,
+    request_to_resume,
+    wait_for_terminal,
+)
 from deckyard.render.control.spec import ScreenshotSpec
 from deckyard.render.control.status import RequestStatus
 from deckyard.render.control.store import (
@@ -30,7 +34,6 @@ from deckyard.render.control.store import (
     request_cancel_for_jobs,
     request_get,
     request_insert,
-    request_latest_of_job,
 )
 from deckyard.render.control.store_pages import pages_insert, pages_of_request
 from deckyard.render.protocol import RenderErrorCode
@@ -97,12 +100,8 @@ class DeckRenders:
             parent_job_id=ctx.id,
         )
         async with self.db.write_transaction() as conn:
-            status, asked = await self.runtime.cancel_flag(ctx.id, conn, lock=True)
-            if asked or status != JobStatus.RUNNING.value:
-                raise JobError(JobErrorCode.CANCELLED.value, "cancelled", retryable=False)
-            await self.db.acquire_admission_lock(conn)
-            earlier = await request_latest_of_job(conn, ctx.id)
-            if earlier is not None and earlier.input_hash == digest and earlier.reusable:
+            earlier = await request_to_resume(self.db, self.runtime, conn, ctx.id, digest)
+            if earlier is not None:
                 # A retried job resumes its deck render: committed pages are not rendered again.
                 return earlier
             request, _created = await request_insert(self.db, conn, new, now)

@@ -75,6 +75,27 @@ async def wait_for_terminal(
         sub.close()
 
 
+async def request_to_resume(
+    db: Database, runtime: Runtime, conn: AsyncConnection, job_id: int, digest: str
+) -> RenderRequest | None:
+    """The first step of opening a job's render request, inside its write transaction.
+
+    Refuses a job whose cancel was asked or that is no longer running (the cancel flag is read
+    under a row lock, so a cancel cannot slip between this and the insert), takes the admission
+    lock, and returns the job's earlier request for the same input when it can still be used:
+    a retried job (its first attempt lost its connection or lease after the render finished, or
+    in the middle of a deck) takes the render it already has instead of rendering twice.
+    """
+    status, asked = await runtime.cancel_flag(job_id, conn, lock=True)
+    if asked or status != JobStatus.RUNNING.value:
+        raise JobError(JobErrorCode.CANCELLED.value, "cancelled", retryable=False)
+    await db.acquire_admission_lock(conn)
+    earlier = await request_latest_of_job(conn, job_id)
+    if earlier is not None and earlier.input_hash == digest and earlier.reusable:
+        return earlier
+    return None
+
+
 class ScreenshotHandler:
     """The `screenshot` job handler, the cancel hook and the cancel observer."""
 
@@ -116,14 +137,8 @@ class ScreenshotHandler:
             parent_job_id=ctx.id,
         )
         async with self.db.write_transaction() as conn:
-            status, asked = await self.runtime.cancel_flag(ctx.id, conn, lock=True)
-            if asked or status != JobStatus.RUNNING.value:
-                raise JobError(JobErrorCode.CANCELLED.value, "cancelled", retryable=False)
-            await self.db.acquire_admission_lock(conn)
-            earlier = await request_latest_of_job(conn, ctx.id)
-            if earlier is not None and earlier.input_hash == digest and earlier.reusable:
-                # A retried job (its first attempt lost its connection or lease after the
-                # render finished) takes the render it already has instead of rendering twice.
+            earlier = await request_to_resume(self.db, self.runtime, conn, ctx.id, digest)
+            if earlier is not None:
                 return earlier
             request, created = await request_insert(self.db, conn, new, now)
             if not created:

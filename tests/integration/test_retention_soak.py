@@ -49,12 +49,18 @@ async def test_screenshots_with_a_short_retention_leave_nothing_behind(db_url: s
         done = await asyncio.gather(*waits)
         assert all(d.status == "succeeded" for d in done), [d.error_message for d in done]
 
+        seen: list[Footprint] = []
+
         async def back_to_start() -> Footprint | None:
             now = await retention.footprint()
+            seen[:] = [now]
             same = now.rows == start.rows and now.store_objects == start.store_objects
             return now if same else None
 
-        end = await eventually(back_to_start, timeout=60, what="rows and store back to start")
+        try:
+            end = await eventually(back_to_start, timeout=60, what="rows and store back to start")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}: started at {start}, last seen {seen}") from None
         assert end.store_bytes == start.store_bytes
         # the rows were there and retention is what removed them
         assert rt.metrics.pruned >= SHOTS

@@ -94,6 +94,17 @@ async def gate_outcome(
     raise ApiError(503, str(done.error_code), f"{message}; retry later", extra=extra)
 
 
+async def deck_base(
+    request: Request, principal: Principal, deck_id: int, header: str | None
+) -> int | None:
+    """The deck version an edit's `If-Match` names (None: unconditional); 409 when stale."""
+    base = if_match(header, deck_service(request).settings)
+    deck = await owned_deck(request, principal, deck_id)
+    if base is not None and base != deck.version:
+        raise conflict(f"deck {deck_id}", deck.version, base)
+    return base
+
+
 @router.put("/{deck_id:int}/theme", status_code=201, response_model=DeckOut, responses=RESPONSES)
 async def edit_theme(
     request: Request,
@@ -104,10 +115,7 @@ async def edit_theme(
 ) -> JSONResponse:
     """Replace the theme: every page is validated with it; all pass, or nothing is written."""
     service = deck_service(request)
-    base = if_match(if_match_header, service.settings)
-    deck = await owned_deck(request, principal, deck_id)
-    if base is not None and base != deck.version:
-        raise conflict(f"deck {deck_id}", deck.version, base)
+    base = await deck_base(request, principal, deck_id, if_match_header)
     job = await service.restyle(
         principal.workspace_id,
         deck_id,
@@ -131,10 +139,7 @@ async def edit_manifest(
 ) -> JSONResponse:
     """Change manifest fields (title, lang, slide size, fonts) through the write gate."""
     service = deck_service(request)
-    base = if_match(if_match_header, service.settings)
-    deck = await owned_deck(request, principal, deck_id)
-    if base is not None and base != deck.version:
-        raise conflict(f"deck {deck_id}", deck.version, base)
+    base = await deck_base(request, principal, deck_id, if_match_header)
     changes = body.model_dump(mode="json", exclude_none=True, exclude={"skip_visual_verification"})
     if not changes:
         raise ApiError(

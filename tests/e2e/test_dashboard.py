@@ -46,17 +46,19 @@ RENDER_WAIT_MS = 60_000
 class DemoServer(Server):
     """`tests.e2e.dashboard_server` as a subprocess, stopped like `deckyard serve`."""
 
-    def __init__(self, env: dict[str, str], cwd: Path) -> None:
+    def __init__(self, env: dict[str, str], cwd: Path, logs: Path) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.e2e.dashboard_server", "--port", str(self.port)],
-            env=env,
-            cwd=cwd,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        self.log_path = logs / f"dashboard-{self.port}.log"
+        with self.log_path.open("wb") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "tests.e2e.dashboard_server", "--port", str(self.port)],
+                env=env,
+                cwd=cwd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
 
 
 def chromium_pids() -> set[int]:
@@ -104,7 +106,7 @@ def server(tmp_path: Path, servers: list[Server]) -> tuple[Server, str]:
         timeout=60,
         check=True,
     )
-    srv = DemoServer(env, ROOT)
+    srv = DemoServer(env, ROOT, tmp_path)
     servers.append(srv)
     srv.wait_ready()
     return srv, made.stdout.strip()

@@ -35,20 +35,27 @@ class Server:
     def __init__(self, args: list[str], env: dict[str, str], cwd: Path) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.proc = subprocess.Popen(
-            [*DECKYARD, "serve", "--port", str(self.port), *args],
-            env=env,
-            cwd=cwd,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        # Output goes to a file, not a pipe: a pipe nobody reads fills at 64 KiB and then blocks
+        # the server on its next log line, which looks exactly like a stalled job.
+        self.log_path = cwd / f"serve-{self.port}.log"
+        with self.log_path.open("wb") as log:
+            self.proc = subprocess.Popen(
+                [*DECKYARD, "serve", "--port", str(self.port), *args],
+                env=env,
+                cwd=cwd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def output(self) -> str:
+        """What the server has printed so far."""
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
     def wait_ready(self, timeout: float = 30.0) -> None:
         def healthy() -> bool:
             if self.proc.poll() is not None:
-                out = self.proc.stdout.read().decode() if self.proc.stdout else ""
-                raise AssertionError(f"server exited {self.proc.returncode}: {out}")
+                raise AssertionError(f"server exited {self.proc.returncode}: {self.output()}")
             try:
                 return httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200
             except httpx.HTTPError:
@@ -64,8 +71,6 @@ class Server:
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(5)
-        if self.proc.stdout:
-            self.proc.stdout.close()
 
 
 def create_token(env: dict[str, str], cwd: Path, workspace: str) -> str:

@@ -31,7 +31,7 @@ from pathlib import Path
 import httpx
 from playwright.async_api import Browser, Page, async_playwright
 
-from deckyard.render.signing import HmacAuth
+from deckyard.render.protocol import HmacAuth
 
 SECRET = "bench-secret-0123456789abcdef"
 DECKYARD = str(Path(sys.executable).with_name("deckyard"))

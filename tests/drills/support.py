@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from deckyard.render.signing import HmacAuth
+from deckyard.render.protocol import HmacAuth
 from tests.helpers.eventually import eventually_sync
 
 SECRET = "drill-secret-0123456789abcdef"

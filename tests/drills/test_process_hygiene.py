@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from deckyard.render.signing import HmacAuth
+from deckyard.render.protocol import HmacAuth
 from tests.drills.conftest import LIVE
 from tests.drills.support import DECKYARD, SECRET, DrillSite, chromium_outside, processes
 from tests.helpers.eventually import eventually_sync, settled_sync

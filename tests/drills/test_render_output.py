@@ -237,7 +237,7 @@ def test_unsigned_wrong_and_stale_requests_get_401(renderer: RendererProcess) ->
         assert plain.post("/v1/render", json={"document": "x"}).status_code == 401
         wrong = {"X-Deckyard-Timestamp": "1", "X-Deckyard-Signature": "v1=00"}
         assert plain.get("/v1/capabilities", headers=wrong).status_code == 401
-        from deckyard.render.signing import sign
+        from deckyard.render.protocol import sign
 
         stale_ts = "1000000000"
         stale = {

@@ -101,7 +101,6 @@ COMPONENTS: dict[str, str] = {
     "tasks": "tasks",
     "render": "render.protocol",
     "render.protocol": "render.protocol",
-    "render.signing": "render.protocol",
     "render.errors": "render.protocol",
     "render.processes": "render.processes",
     "render.control": "render.control",

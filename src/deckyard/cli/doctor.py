@@ -152,7 +152,7 @@ def check_renderers(settings: Settings) -> list[Check]:
         ]
     import httpx  # lazily: usage errors and --help stay fast
 
-    from deckyard.render.signing import HmacAuth
+    from deckyard.render.protocol import HmacAuth
 
     checks = []
     auth = HmacAuth(settings.renderer_secret)

@@ -1,5 +1,5 @@
 """Rendering: the wire protocol, request signing, the control plane and the renderer process.
 
-`protocol` and `signing` are what both sides share; `control` (in the API process) and
-`renderer` (its own process, `deckyard renderer`) never import each other.
+`protocol` (with its request signature) is what both sides share; `control` (in the API
+process) and `renderer` (its own process, `deckyard renderer`) never import each other.
 """

@@ -27,7 +27,7 @@ from deckyard.render.protocol import (
     RenderErrorCode,
     is_retryable,
 )
-from deckyard.render.signing import HmacAuth
+from deckyard.render.protocol import HmacAuth
 
 log = logging.getLogger(__name__)
 

@@ -32,7 +32,7 @@ from deckyard.render.renderer.browser.pool import BrowserPool
 from deckyard.render.renderer.browser.tab_pool import TabPool
 from deckyard.render.renderer.registry import AttemptRegistry
 from deckyard.render.renderer.ssrf import UrlGuard
-from deckyard.render.signing import SignatureVerifier
+from deckyard.render.protocol import SignatureVerifier
 
 log = logging.getLogger(__name__)
 

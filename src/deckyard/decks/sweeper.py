@@ -1,7 +1,7 @@
 """The artefact sweep: delete store objects (and asset blobs) that no row refers to.
 
 Rows are the truth and the store follows them. Every writer stores its object before the row
-that points at it commits (`render/control/results.py`, `decks/jobs/deck_jobs.py`), and every
+that points at it commits (`render/control/receipts.py`, `decks/jobs/deck_jobs.py`), and every
 deleter removes the row before the object, so a crash can leave an object no row names, never a
 row naming a missing object. The sweep removes those leftovers, and the artefacts of rows that
 retention pruned (a job, a render request, a deck's versions).

@@ -32,11 +32,13 @@ from deckyard.render.control.screenshots import wait_for_terminal
 from deckyard.render.control.service import RenderService
 from deckyard.render.control.spec import ScreenshotSpec
 from deckyard.render.control.status import AttemptState, RequestStatus
-from deckyard.render.control.store import NewRequest, request_get, request_insert
-from deckyard.render.control.store_attempts import (
+from deckyard.render.control.store import (
+    NewRequest,
     ResultRefused,
     attempts_active,
     attempts_of_request,
+    request_get,
+    request_insert,
     result_commit,
 )
 from tests.integration.render.fake_renderer import FakeFleet, FakeRenderer

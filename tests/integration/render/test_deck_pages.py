@@ -20,16 +20,14 @@ from deckyard.render.control.status import AttemptState, RendererState, RequestS
 from deckyard.render.control.store import (
     NewRequest,
     RendererSeen,
+    ResultRefused,
+    attempts_of_request,
+    attempts_recover_expired,
     occupancy_snapshot,
     renderer_upsert_if_changed,
     request_cancel_for_jobs,
     request_get,
     request_insert,
-)
-from deckyard.render.control.store_attempts import (
-    ResultRefused,
-    attempts_of_request,
-    attempts_recover_expired,
 )
 from deckyard.render.control.store_pages import page_commit, pages_insert, pages_pending
 

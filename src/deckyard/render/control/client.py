@@ -23,11 +23,11 @@ from deckyard.render.protocol import (
     ARTIFACT_SHA256_HEADER,
     ARTIFACT_SIZE_HEADER,
     Capabilities,
+    HmacAuth,
     Receipt,
     RenderErrorCode,
     is_retryable,
 )
-from deckyard.render.protocol import HmacAuth
 
 log = logging.getLogger(__name__)
 

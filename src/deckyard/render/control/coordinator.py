@@ -31,24 +31,21 @@ from deckyard.loop import ACTIVE, IDLE, MORE, Loop, Tick
 from deckyard.render.control.admission import Admitted, admit_due
 from deckyard.render.control.client import Rejection, RendererClient, RendererSources
 from deckyard.render.control.models import RenderAttempt, Renderer
-from deckyard.render.control.receipts import ReceiptPoller
-from deckyard.render.control.results import ResultCommitter
+from deckyard.render.control.receipts import ReceiptPoller, ResultCommitter
 from deckyard.render.control.status import WAKE_RENDER, AttemptState, RendererState
 from deckyard.render.control.store import (
     RendererChangedConcurrently,
     RendererSeen,
-    occupancy_snapshot,
-    renderer_differs,
-    renderer_list,
-    renderer_upsert_if_changed,
-    request_next_due,
-)
-from deckyard.render.control.store_attempts import (
     attempt_end,
     attempts_active,
     attempts_reconcile_epoch,
     attempts_recover_expired,
     lease_next_expiry,
+    occupancy_snapshot,
+    renderer_differs,
+    renderer_list,
+    renderer_upsert_if_changed,
+    request_next_due,
 )
 from deckyard.render.protocol import RenderErrorCode
 

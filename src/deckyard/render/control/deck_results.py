@@ -23,10 +23,9 @@ from deckyard.clock import Clock
 from deckyard.config import Settings
 from deckyard.db import Database
 from deckyard.render.control.client import ArtifactMismatch, RendererClient, RendererSource
-from deckyard.render.control.models import RenderAttempt
-from deckyard.render.control.results import ResultStats
+from deckyard.render.control.models import RenderAttempt, ResultStats
 from deckyard.render.control.status import AttemptState
-from deckyard.render.control.store_attempts import ResultRefused, attempt_end
+from deckyard.render.control.store import ResultRefused, attempt_end
 from deckyard.render.control.store_pages import page_commit
 from deckyard.render.protocol import (
     AttemptStatus,

@@ -1,8 +1,8 @@
-"""Renderers, render requests, attempts and deck pages as plain values."""
+"""Renderers, render requests, attempts and deck pages as plain values, and result-commit counts."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -156,3 +156,13 @@ class RenderPage:
 
 PAGE_PENDING = "pending"
 PAGE_COMMITTED = "committed"
+
+
+@dataclass
+class ResultStats:
+    """How result commits went, for metrics and tests."""
+
+    committed: int = 0
+    refused: int = 0
+    lost: int = 0
+    refused_keys: list[str] = field(default_factory=list)

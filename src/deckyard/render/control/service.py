@@ -26,13 +26,13 @@ from deckyard.render.control.screenshots import (
 )
 from deckyard.render.control.spec import ScreenshotSpec
 from deckyard.render.control.store import (
+    attempts_of_request,
     occupancy_snapshot,
     renderer_list,
     request_get,
     request_latest_of_job,
     requests_delete_of_job,
 )
-from deckyard.render.control.store_attempts import attempts_of_request
 from deckyard.render.control.store_pages import pages_of_request
 from deckyard.render.control.supervisor import Supervisor
 

@@ -25,8 +25,7 @@ from deckyard.render.control.models import (
 )
 from deckyard.render.control.schema import render_attempts, render_pages, render_requests
 from deckyard.render.control.status import ACTIVE_ATTEMPT, AttemptState, RequestStatus
-from deckyard.render.control.store import wake_on_commit
-from deckyard.render.control.store_attempts import ResultRefused
+from deckyard.render.control.store import ResultRefused, wake_on_commit
 
 A = render_attempts
 P = render_pages

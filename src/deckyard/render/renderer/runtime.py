@@ -27,12 +27,11 @@ from deckyard.render.processes import (
     reap_adopted,
     tagged_pids,
 )
-from deckyard.render.protocol import IMAGE_FORMATS, Capabilities
+from deckyard.render.protocol import IMAGE_FORMATS, Capabilities, SignatureVerifier
 from deckyard.render.renderer.browser.pool import BrowserPool
 from deckyard.render.renderer.browser.tab_pool import TabPool
 from deckyard.render.renderer.registry import AttemptRegistry
 from deckyard.render.renderer.ssrf import UrlGuard
-from deckyard.render.protocol import SignatureVerifier
 
 log = logging.getLogger(__name__)
 

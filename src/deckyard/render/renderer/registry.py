@@ -42,11 +42,13 @@ from deckyard.render.protocol import (
     is_infrastructure,
     is_retryable,
 )
-from deckyard.render.renderer.browser.capture import CaptureSession, RenderFailure
-from deckyard.render.renderer.browser.diagnostics import DiagnosticsCollector
+from deckyard.render.renderer.browser.capture import (
+    CaptureSession,
+    DiagnosticsCollector,
+    RenderFailure,
+)
 from deckyard.render.renderer.browser.pool import BrowserHandle, BrowserPool
-from deckyard.render.renderer.browser.tab_pool import TabPool
-from deckyard.render.renderer.browser.tabs import CleanupTimeoutError, DocumentTab
+from deckyard.render.renderer.browser.tabs import CleanupTimeoutError, DocumentTab, TabPool
 from deckyard.render.renderer.changes import ChangeFeed
 from deckyard.render.renderer.ssrf import UrlGuard
 

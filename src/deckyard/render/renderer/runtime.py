@@ -29,7 +29,7 @@ from deckyard.render.processes import (
 )
 from deckyard.render.protocol import IMAGE_FORMATS, Capabilities, SignatureVerifier
 from deckyard.render.renderer.browser.pool import BrowserPool
-from deckyard.render.renderer.browser.tab_pool import TabPool
+from deckyard.render.renderer.browser.tabs import TabPool
 from deckyard.render.renderer.registry import AttemptRegistry
 from deckyard.render.renderer.ssrf import UrlGuard
 

@@ -1,1 +1,1 @@
-"""Chromium under the renderer: the browser pool, tabs, capture, diagnostics and the watchdog."""
+"""Chromium under the renderer: `pool` (browsers), `tabs` (document tabs), `capture`, `watchdog`."""

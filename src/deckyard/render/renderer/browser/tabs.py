@@ -1,26 +1,53 @@
-"""Document tabs: a browser context with one page parked on an empty document, reused with a reset.
+"""Document tabs: browser contexts with no network, reused after a verified reset, kept warm.
 
-Document renders get no network, so what one render can leave behind lives in a few known
-places: the synthetic origin's storage (`DOCUMENT_URL`), cookies, the HTTP cache, permission
-overrides, the tab's session storage, `window.name`, history and popups. A render writes its
-HTML into the parked empty document (`set_content`, no navigation on the critical path). After
-a successful render, `reset()` navigates to a fresh empty document (a new `Document` and
-`Window`), clears all of the above, and then checks with a probe in the page that the tab looks
-exactly as it did when it was opened; only then is the tab reused. Every request except the
-document navigation itself is aborted and reported, and the context's egress proxy refuses
-everything as a second wall.
+Document renders get no network, so what one render can leave behind lives in a few known places:
+the synthetic origin's storage (`DOCUMENT_URL`), cookies, the HTTP cache, permission overrides, the
+tab's session storage, `window.name`, history and popups. A render writes its HTML into the parked
+empty document (`set_content`, no navigation on the critical path). After a successful render,
+`reset()` navigates to a fresh empty document (a new `Document` and `Window`), clears all of the
+above, and then checks with a probe in the page that the tab looks exactly as it did when it was
+opened; only then is the tab reused. Every request except the document navigation itself is aborted
+and reported, and the context's egress proxy refuses everything as a second wall.
 
-Leak: renders that share a tab share a Chromium renderer process. A page that exploited a
-renderer bug could observe later renders in the same tab, at most `renderer_tab_reuse_limit`
-of them; set it to 1 for a never-used context (and process) per render.
+Leak: renders that share a tab share a Chromium renderer process. A page that exploited a renderer
+bug could observe later renders in the same tab, at most `renderer_tab_reuse_limit` of them; set it
+to 1 for a never-used context (and process) per render.
+
+**The pool.** The pool keeps `renderer_slots + renderer_spare_tabs` tabs alive on the current
+browser. A document render takes a ready tab at its scale; after a successful render the tab resets
+in the background (off the render's critical path, which is what the spare is for) and becomes ready
+again if the reset verified clean. A tab that failed its reset, served `renderer_tab_reuse_limit`
+renders, belongs to a retired or crashed browser, or was used by a render that failed, is closed and
+replaced by a never-used one opened in the background. A render that finds no ready tab waits for
+one, or opens its own when the pool has room.
+
+**Inline files.** Large `data:` fonts and images of a document, served from the document's own
+origin instead. Chromium parses a document with a base64-inlined font slowly: the example deck's
+pages are ~775 KiB of HTML, almost all of it one display font, and `set_content` of such a page
+costs ~6x that of the same page with the font fetched by URL. A document render therefore rewrites
+each large (`renderer_inline_extract_min_bytes`) `data:` font in a CSS `url(...)` and each large
+`data:` image in an `<img src>` into an absolute same-origin URL (`DOCUMENT_URL` +
+`_deckyard/inline/<sha256>`, absolute so a `<base>` element cannot send it elsewhere); the tab
+serves the decoded bytes at that URL during that render only, and nothing else changes: fonts are
+awaited through `document.fonts.ready` and images hold the `load` event as before.
+
+Only those two places are rewritten, where a URL and a `data:` URI mean the same to the page; CSS
+backgrounds stay inline, since a background fetched late could miss the capture. Leak: a script that
+reads such a `url(...)` or `src` back as text (to `atob` it, say) sees the URL.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import binascii
+import hashlib
+import logging
 import mimetypes
-from typing import Any
+import re
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 from playwright.async_api import (
@@ -35,14 +62,85 @@ from playwright.async_api import (
 from playwright.async_api import Error as PlaywrightError
 
 from deckyard.config import Settings
-from deckyard.render.protocol import RenderInput
-from deckyard.render.renderer.browser.diagnostics import DiagnosticsCollector
-from deckyard.render.renderer.browser.inline_files import DOCUMENT_URL, extract_inline_files
-from deckyard.render.renderer.browser.pool import NO_PEER_NETWORK_SCRIPT, BrowserHandle
+from deckyard.render.protocol import DEFAULT_HEIGHT, DEFAULT_WIDTH, RenderInput
+from deckyard.render.renderer.browser.pool import NO_PEER_NETWORK_SCRIPT, BrowserHandle, BrowserPool
 from deckyard.render.renderer.proxy import EgressProxy
+
+if TYPE_CHECKING:
+    from deckyard.render.renderer.browser.capture import DiagnosticsCollector
+
+log = logging.getLogger(__name__)
 
 DOCUMENT_HOST = "document.deckyard.invalid"
 DOCUMENT_ORIGIN = "http://document.deckyard.invalid"
+DOCUMENT_URL = "http://document.deckyard.invalid/"
+INLINE_PREFIX = "_deckyard/inline/"
+"""Path under the document's origin where extracted files are served (bundle files never are:
+the tab answers from this render's extracted files first, by exact key)."""
+
+_MEDIA = r"([A-Za-z0-9.+-]+/[A-Za-z0-9.+-]+)((?:;[A-Za-z0-9.+-]+=[A-Za-z0-9.+%-]+)*)"
+_PAYLOAD = r"([A-Za-z0-9+/]+={0,2})"
+_FONT_URL = re.compile(
+    r"(url\(\s*)([\"']?)data:" + _MEDIA + r";base64," + _PAYLOAD + r"\2(\s*\))", re.IGNORECASE
+)
+_IMG_SRC = re.compile(
+    r"(<img\b[^>]*?\ssrc\s*=\s*)([\"'])data:" + _MEDIA + r";base64," + _PAYLOAD + r"\2",
+    re.IGNORECASE,
+)
+_FONT_TYPES = ("font/", "application/font-", "application/x-font-", "application/vnd.ms-fontobject")
+
+
+@dataclass
+class Extracted:
+    """A document with its large `data:` URIs replaced, and what to serve in their place."""
+
+    document: str
+    files: dict[str, tuple[bytes, str]] = field(default_factory=dict)
+    """Path under the origin (`_deckyard/inline/<sha256>`) -> (bytes, content type)."""
+    shown_as: dict[str, str] = field(default_factory=dict)
+    """URL -> how diagnostics name it: the start of the original `data:` URI."""
+
+
+def extract_inline_files(document: str, min_bytes: int) -> Extracted:
+    """Rewrite large `data:` fonts in CSS `url()` and large `data:` `<img src>` (module doc)."""
+    if "base64," not in document:
+        return Extracted(document)
+    out = Extracted(document)
+    by_payload: dict[str, str] = {}
+
+    def replace(media: str, params: str, payload: str) -> str | None:
+        if len(payload) < min_bytes:
+            return None
+        path = by_payload.get(payload)
+        if path is None:
+            try:
+                data = base64.b64decode(payload, validate=True)
+            except (binascii.Error, ValueError):
+                return None
+            path = INLINE_PREFIX + hashlib.sha256(data).hexdigest()
+            by_payload[payload] = path
+            out.files[path] = (data, media + params)
+            out.shown_as[DOCUMENT_URL + path] = f"data:{media}{params};base64,{payload[:16]}…"
+        return DOCUMENT_URL + path
+
+    def font(match: re.Match[str]) -> str:
+        opening, quote, media, params, payload, closing = match.groups()
+        if not media.lower().startswith(_FONT_TYPES):
+            return match.group(0)
+        url = replace(media, params, payload)
+        return match.group(0) if url is None else f"{opening}{quote}{url}{quote}{closing}"
+
+    def image(match: re.Match[str]) -> str:
+        opening, quote, media, params, payload = match.groups()
+        if not media.lower().startswith("image/"):
+            return match.group(0)
+        url = replace(media, params, payload)
+        return match.group(0) if url is None else f"{opening}{quote}{url}{quote}"
+
+    out.document = _IMG_SRC.sub(image, _FONT_URL.sub(font, document))
+    return out
+
+
 NO_NETWORK = "network access is disabled for document renders"
 NO_NAVIGATION = "a document render may not navigate its page away"
 
@@ -287,3 +385,159 @@ class DocumentTab:
                 await close_context(context, self._settings.renderer_cleanup_timeout_seconds)
         finally:
             await self._proxy.close()
+
+
+class TabPool:
+    """Hands out, resets, replaces and closes document tabs; see the module docstring."""
+
+    def __init__(self, settings: Settings, browsers: BrowserPool) -> None:
+        self._settings = settings
+        self._browsers = browsers
+        self._limit = settings.renderer_slots + settings.renderer_spare_tabs
+        self._ready: list[DocumentTab] = []
+        self._alive: set[DocumentTab] = set()
+        self._changed = asyncio.Event()
+        self._background: set[asyncio.Task[None]] = set()
+        self._warm_shape = (1.0, DEFAULT_WIDTH, DEFAULT_HEIGHT)
+        self._stopping = False
+
+    def start(self) -> None:
+        """Open the first tabs in the background."""
+        self._replenish()
+
+    async def take(self, handle: BrowserHandle, render: RenderInput) -> DocumentTab:
+        """A ready tab on `handle` at the render's scale; waits for one or opens one."""
+        self._warm_shape = (render.scale, render.width, render.height)
+        while True:
+            self._drop_stale(handle)
+            for tab in self._ready:
+                if tab.scale == render.scale:
+                    self._ready.remove(tab)
+                    return tab
+            if len(self._alive) >= self._limit and self._ready:
+                self._retire(self._ready.pop(0))
+            if len(self._alive) < self._limit:
+                return await self._open(handle, render)
+            self._changed.clear()
+            await self._changed.wait()
+
+    def give_back(self, tab: DocumentTab) -> None:
+        """After a successful render: reset the tab in the background, or replace it if spent."""
+        tab.unbind()
+        if tab.uses >= self._settings.renderer_tab_reuse_limit or not self._usable(tab):
+            self._retire(tab)
+            self._replenish()
+        else:
+            self._spawn(self._reset(tab))
+
+    async def discard(self, tab: DocumentTab) -> None:
+        """Close a tab now (after a failed render); raise `CleanupTimeoutError` if it hangs."""
+        tab.unbind()
+        self._forget(tab)
+        try:
+            await tab.close()
+        finally:
+            self._replenish()
+
+    async def stop(self) -> None:
+        """Stop opening and resetting, and close every tab the pool still holds."""
+        self._stopping = True
+        for task in list(self._background):
+            task.cancel()
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
+        tabs, self._ready = list(self._alive), []
+        self._alive.clear()
+        await asyncio.gather(*(self._close_quietly(tab) for tab in tabs))
+
+    def _usable(self, tab: DocumentTab) -> bool:
+        return not self._stopping and tab.handle is self._browsers.healthy()
+
+    def _drop_stale(self, handle: BrowserHandle) -> None:
+        stale = [tab for tab in self._ready if tab.handle is not handle or handle.gone.is_set()]
+        for tab in stale:
+            self._ready.remove(tab)
+            self._retire(tab)
+
+    def _forget(self, tab: DocumentTab) -> None:
+        self._alive.discard(tab)
+        self._changed.set()
+
+    def _retire(self, tab: DocumentTab) -> None:
+        self._forget(tab)
+        self._spawn(self._close_quietly(tab))
+
+    async def _open(self, handle: BrowserHandle, render: RenderInput) -> DocumentTab:
+        tab = DocumentTab(handle, render.scale, self._settings)
+        self._alive.add(tab)
+        try:
+            await tab.open(render.width, render.height)
+        except BaseException:
+            self._retire(tab)
+            raise
+        return tab
+
+    def _replenish(self) -> None:
+        handle = self._browsers.healthy()
+        if handle is None or self._stopping:
+            return
+        scale, width, height = self._warm_shape
+        while len(self._alive) < self._limit:
+            tab = DocumentTab(handle, scale, self._settings)
+            self._alive.add(tab)
+            self._spawn(self._warm(tab, width, height))
+
+    async def _warm(self, tab: DocumentTab, width: int, height: int) -> None:
+        try:
+            await tab.open(width, height)
+        except Exception as exc:
+            if not tab.handle.gone.is_set():
+                log.warning("could not open a document tab: %s", _first_line(exc))
+            self._retire(tab)
+            return
+        self._make_ready(tab)
+
+    async def _reset(self, tab: DocumentTab) -> None:
+        clean = False
+        try:
+            async with asyncio.timeout(self._settings.renderer_tab_reset_timeout_seconds):
+                left = await tab.reset()
+        except Exception as exc:
+            if not tab.handle.gone.is_set():
+                log.warning("document tab reset failed: %s", _first_line(exc))
+        else:
+            clean = not left
+            if left:
+                log.warning("document tab kept state after its reset (%s); closing it", left)
+        if clean:
+            self._make_ready(tab)
+        else:
+            self._retire(tab)
+            self._replenish()
+
+    def _make_ready(self, tab: DocumentTab) -> None:
+        if tab in self._alive and self._usable(tab):
+            self._ready.append(tab)
+            self._changed.set()
+        else:
+            self._retire(tab)
+
+    async def _close_quietly(self, tab: DocumentTab) -> None:
+        try:
+            await tab.close()
+        except CleanupTimeoutError:
+            if not tab.handle.gone.is_set():
+                log.warning("a document tab hung on close; killing its browser")
+                self._browsers.kill(tab.handle)
+        except Exception:
+            log.exception("closing a document tab failed")
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).splitlines()
+    return lines[0] if lines else type(exc).__name__

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 
-from deckyard.render.renderer.browser.inline_files import (
+from deckyard.render.renderer.browser.tabs import (
     DOCUMENT_URL,
     INLINE_PREFIX,
     extract_inline_files,

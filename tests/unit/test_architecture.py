@@ -203,10 +203,12 @@ def _edges() -> list[Edge]:
         tree = ast.parse(path.read_text(), str(path))
         typing_only = _type_checking_lines(tree)
         for node in ast.walk(tree):
+            if not isinstance(node, ast.Import | ast.ImportFrom):
+                continue
             targets: list[str] = []
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
+            else:
                 assert node.level == 0, f"{path}:{node.lineno}: use an absolute import"
                 module = node.module or ""
                 # `from deckyard.x import y` imports the module deckyard.x.y when there is one.
@@ -311,6 +313,27 @@ def test_table_definitions_are_imported_only_by_their_store() -> None:
             if not (store or known or edge.source.startswith("migrations.")):
                 offenders.append(str(edge))
     assert not offenders, "table definitions imported outside their store:\n" + "\n".join(offenders)
+
+
+def test_tables_are_defined_only_in_schema_modules() -> None:
+    """A table defined elsewhere would slip past the store rule above, which reads `schema`."""
+    offenders = []
+    for rel, tree in _modules():
+        imports_table = any(
+            isinstance(node, ast.ImportFrom)
+            and node.module == "sqlalchemy"
+            and any(a.name == "Table" for a in node.names)
+            for node in ast.walk(tree)
+        )
+        defines = any(
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "Table"
+            for node in ast.walk(tree)
+        )
+        if imports_table and defines and not rel.endswith("/schema.py"):
+            offenders.append(rel)
+    assert offenders == [], f"sqlalchemy tables defined outside a schema module: {offenders}"
 
 
 # Packages that others use only through their public API: the package itself (its `__init__`)

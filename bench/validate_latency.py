@@ -6,11 +6,12 @@ page compiles and renders as it does in the deck. Untimed warm-up rounds first, 
 one at a time, cycling through the pages; p50 / p95 / max of the wall time per request.
 
 With `--hops` it also prints where one validation's time goes, median per hop, from the
-timestamps the server already stores (the screenshot job, its render request and attempt, read
-from the Lite SQLite file after the run) and the renderer's own phase timings. A validation
-forgets those rows once it answered, so for `--hops` the server runs with that clean-up
-reduced to deleting the artefact (`--serve-keeping-rows`, below): the rows it would delete are
-left for this script to read, which costs the server two write transactions less per request.
+timestamps the server already stores (the render request and its attempt, read from the Lite
+SQLite file after the run; a validation opens its render request without a job) and the
+renderer's own phase timings. A validation forgets those rows once it answered, so for
+`--hops` the server runs with that clean-up reduced to deleting the artefact
+(`--serve-keeping-rows`, below): the rows it would delete are left for this script to read,
+which costs the server one write transaction less per request.
 
     .venv/bin/python bench/validate_latency.py --requests 60 [--hops]
 """
@@ -70,70 +71,58 @@ def _instant(text: str | None) -> float | None:
 
 
 HOP_SQL = """
-SELECT j.id, j.created_at, j.started_at, j.finished_at, j.result,
-       r.created_at, r.finished_at, a.created_at, a.last_receipt_at, a.finished_at
-FROM jobs j
-JOIN render_requests r ON r.parent_job_id = j.id
+SELECT r.id, r.created_at, r.finished_at, r.result, a.created_at
+FROM render_requests r
 JOIN render_attempts a ON a.request_id = r.id
-WHERE j.kind = 'screenshot' AND j.id > ? ORDER BY j.id
+WHERE r.kind = 'screenshot' AND r.parent_job_id IS NULL AND r.id > ? ORDER BY r.id
 """
 
 
-def hops(db: Path, first_job: int, sent: list[tuple[float, float]]) -> list[tuple[str, float]]:
+def hops(db: Path, first: int, sent: list[tuple[float, float]]) -> list[tuple[str, float]]:
     """Median milliseconds per hop of the timed requests (wall clock, one machine)."""
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-        rows = conn.execute(HOP_SQL, (first_job,)).fetchall()
+        rows = conn.execute(HOP_SQL, (first,)).fetchall()
     names = [
-        "API: parse, compile, enqueue (send -> job row)",
-        "job claim (job row -> started)",
-        "handler opens the render request",
-        "dispatch admits an attempt",
+        "API: parse, compile, admit + insert the render request (send -> request row)",
+        "dispatch admits an attempt (request row -> attempt row)",
         "renderer: submit + navigate/set_content",
         "renderer: settle + inspect",
         "renderer: capture",
         "renderer: store + cleanup",
-        "receipt poll + artefact fetch + commit",
-        "screenshot job completes (request -> job finished)",
-        "waiter wakeup + response (job finished -> answer)",
+        "receipt poll + artefact fetch + commit (renderer done -> request finished)",
+        "waiter wakeup + forget + response (request finished -> answer)",
     ]
     per_hop: list[list[float]] = [[] for _ in names]
     for (t_send, t_answer), row in zip(sent, rows, strict=False):
-        _id, j_new, j_start, j_end, result, r_new, r_end, a_new, _a_receipt, _a_end = row
+        _id, r_new, r_end, result, a_new = row
         timings: dict[str, Any] = (
             (json.loads(result) or {}).get("diagnostics", {}).get("timings", {}) if result else {}
         )
-        marks = [_instant(x) for x in (j_new, j_start, r_new, a_new)]
-        if None in marks or _instant(r_end) is None or _instant(j_end) is None:
+        r_at, r_done, a_at = (_instant(x) for x in (r_new, r_end, a_new))
+        if r_at is None or r_done is None or a_at is None:
             continue
-        a_at = float(marks[3])  # type: ignore[arg-type]
         nav = timings.get("navigate_ms", 0) / 1000
         settle = timings.get("settle_ms", 0) / 1000
         cap = timings.get("capture_ms", 0) / 1000
         total = timings.get("total_ms", 0) / 1000
-        r_done = float(_instant(r_end))  # type: ignore[arg-type]
-        j_done = float(_instant(j_end))  # type: ignore[arg-type]
-        rest = max(0.0, r_done - a_at - total)
         values = [
-            float(marks[0]) - t_send,  # type: ignore[arg-type]
-            float(marks[1]) - float(marks[0]),  # type: ignore[arg-type]
-            float(marks[2]) - float(marks[1]),  # type: ignore[arg-type]
-            a_at - float(marks[2]),  # type: ignore[arg-type]
+            r_at - t_send,
+            a_at - r_at,
             nav,
             settle,
             cap,
             max(0.0, total - nav - settle - cap),
-            rest,
-            j_done - r_done,
-            t_answer - j_done,
+            max(0.0, r_done - a_at - total),
+            t_answer - r_done,
         ]
         for bucket, value in zip(per_hop, values, strict=True):
             bucket.append(value * 1000)
     return [(n, statistics.median(v)) for n, v in zip(names, per_hop, strict=True) if v]
 
 
-def last_job(db: Path) -> int:
+def last_request(db: Path) -> int:
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-        row = conn.execute("SELECT COALESCE(MAX(id), 0) FROM jobs").fetchone()
+        row = conn.execute("SELECT COALESCE(MAX(id), 0) FROM render_requests").fetchone()
     return int(row[0])
 
 
@@ -156,7 +145,7 @@ def main() -> None:
                 for name in names:
                     client.post("/v1/validate", content=zips[name])
             db = Path(serve.tmp) / "deckyard.db"
-            first_job = last_job(db) if args.hops else 0
+            first = last_request(db) if args.hops else 0
             seconds: list[float] = []
             sent: list[tuple[float, float]] = []
             statuses: dict[str, int] = {}
@@ -176,24 +165,23 @@ def main() -> None:
             f"max {max(ms):.0f} ms, mean {statistics.mean(ms):.0f} ms; answers {statuses}"
         )
         if args.hops:
-            for hop, value in hops(db, first_job, sent):
+            for hop, value in hops(db, first, sent):
                 print(f"  {value:7.1f} ms  {hop}")
     finally:
         serve.stop()
 
 
 def serve_keeping_rows() -> None:
-    """`deckyard ...` with `RenderService.discard` deleting only the artefact (for `--hops`)."""
+    """`deckyard ...` with `RenderService.forget_request` deleting only the artefact (`--hops`)."""
     from deckyard.cli import main as cli_main
+    from deckyard.render.control.models import RenderRequest
     from deckyard.render.control.service import RenderService
 
-    async def discard_artifact_only(self: RenderService, job_id: int) -> None:
-        job = await self.runtime.get(job_id)
-        key = job.result.get("artifact_key") if job and isinstance(job.result, dict) else None
-        if isinstance(key, str):
-            await self.store.delete(key)
+    async def forget_artifact_only(self: RenderService, request: RenderRequest) -> None:
+        if request.artifact_key is not None:
+            await self.store.delete(request.artifact_key)
 
-    RenderService.discard = discard_artifact_only  # type: ignore[method-assign]
+    RenderService.forget_request = forget_artifact_only  # type: ignore[method-assign]
     sys.argv = ["deckyard", *sys.argv[2:]]
     cli_main()
 

@@ -259,6 +259,14 @@ class Settings(BaseSettings):
         description="A deck render request's deadline grows by this much per page, on top of "
         "render_request_deadline_seconds.",
     )
+    render_receipt_watched_poll_seconds: float = Field(
+        1.0,
+        gt=0,
+        description="Timed receipt passes while every renderer running our attempts holds a "
+        "change long-poll open (it wakes the pass the moment an attempt ends): leases and "
+        "deadlines only; render_receipt_poll_seconds otherwise. Capped by a third of the lease "
+        "renewal window.",
+    )
 
     # --- tasks and reconciliation ----------------------------------------------------------
     reconciliation_interval_seconds: float = Field(300.0, gt=0)

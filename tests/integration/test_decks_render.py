@@ -63,6 +63,7 @@ async def test_renderer_up(db_url: str) -> None:
         assert refused["stages"]["render"]["status"] == "failed"
         assert any("boom from the page" in d["message"] for d in refused["diagnostics"])
         assert await counts(app) == before
+        kept = (await render_request_count(app), len(await rt.list(limit=1000)))
         checked = await client.post(
             "/v1/validate", json={"kind": "html", "source": THROWS}, headers=alice
         )
@@ -72,6 +73,8 @@ async def test_renderer_up(db_url: str) -> None:
             "/v1/validate", json={"kind": "md", "source": "# Fine"}, headers=alice
         )
         assert fine.json()["valid"] is True and fine.json()["status"] == "passed"
+        # /v1/validate keeps nothing: no job, no render request (nor its attempts)
+        assert (await render_request_count(app), len(await rt.list(limit=1000))) == kept
 
         # a passing edit writes version 2
         put = await client.put(

@@ -19,23 +19,25 @@ from deckyard.decks.validation.rules import (
 from deckyard.jobs import Job, JobStatus, Runtime, slot_released
 from deckyard.render.control.service import RenderQueueFull, RenderService
 from deckyard.render.control.spec import ScreenshotSpec
-from deckyard.render.control.status import RendererState
+from deckyard.render.control.status import RendererState, RequestStatus
 from deckyard.render.protocol import RenderErrorCode
 
 
 @dataclass(frozen=True)
 class RenderOutcome:
-    """How one render ended: the finished screenshot job, or an error code and message."""
+    """How one render ended: the finished screenshot job (or, for a render nobody keeps, the
+    request's result), or an error code and message."""
 
     job: Job | None
     error_code: str | None = None
     message: str | None = None
+    request_result: dict[str, Any] | None = None
 
     @property
     def result(self) -> dict[str, Any]:
         """The screenshot job's result (artefact key, content type, size, sha256, diagnostics)."""
         if self.job is None or not isinstance(self.job.result, dict):
-            return {}
+            return self.request_result or {}
         return self.job.result
 
     def stage(self) -> StageOutcome:
@@ -75,6 +77,8 @@ class RenderGateway:
         Inside a job handler the wait gives the handler's worker slot back (`slot_released`),
         so deck jobs waiting for their screenshots never keep those screenshots from running.
         """
+        if not keep_artifact:
+            return await self._run_unkept(spec, workspace_id=workspace_id, timeout=timeout)
         if not await self.renderer_live():
             return RenderOutcome(
                 None,
@@ -98,9 +102,48 @@ class RenderGateway:
                 RenderErrorCode.DEADLINE_EXCEEDED.value,
                 f"the renderer did not answer within {timeout:g} s",
             )
-        if not keep_artifact:
-            await self.render.discard(done.id)
         if done.status == JobStatus.SUCCEEDED:
             return RenderOutcome(done)
         code = done.error_code or RenderErrorCode.RESULT_LOST.value
         return RenderOutcome(done, code, done.error_message)
+
+    async def _run_unkept(
+        self, spec: ScreenshotSpec, *, workspace_id: str, timeout: float
+    ) -> RenderOutcome:
+        """Render `spec` as a render request without a job, wait, then delete it.
+
+        Nobody keeps the PNG, so there is no job to claim, finish and wake: one insert, the
+        coordinator's usual admission, attempts, fenced result and deadline, one delete. A wait
+        that runs out or is cancelled (the client went away) cancels the request; its rows are
+        then left to pruning, as it may still be ending.
+        """
+        unavailable = RenderOutcome(
+            None,
+            RenderErrorCode.SERVICE_UNAVAILABLE.value,
+            "no renderer is up; start one (deckyard serve --renderers 1) and retry",
+        )
+        try:
+            request = await self.render.screenshot_direct(
+                spec, workspace_id=workspace_id, timeout=timeout
+            )
+        except RenderQueueFull as exc:
+            return RenderOutcome(None, exc.code.value, str(exc))
+        if request is None:
+            return unavailable
+        try:
+            done = await self.render.wait_for_terminal(request.id, timeout=timeout)
+        except TimeoutError:
+            await asyncio.shield(self.render.cancel_request(request.id))
+            return RenderOutcome(
+                None,
+                RenderErrorCode.DEADLINE_EXCEEDED.value,
+                f"the renderer did not answer within {timeout:g} s",
+            )
+        except asyncio.CancelledError:
+            await asyncio.shield(self.render.cancel_request(request.id))
+            raise
+        await self.render.forget_request(done)
+        if done.status is RequestStatus.SUCCEEDED and isinstance(done.result, dict):
+            return RenderOutcome(None, request_result=done.result)
+        code = done.error_code or RenderErrorCode.RESULT_LOST.value
+        return RenderOutcome(None, code, done.error_message or code)

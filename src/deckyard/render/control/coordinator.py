@@ -9,7 +9,8 @@ Four loops on `Loop`, each silent while there is nothing to do:
 - `render.receipts` polls live attempts in batches, renews leases from real receipts, stops
   cancelled or overdue requests and commits results; while a renderer runs our attempts, one
   long-poll of its `GET /v1/changes` pokes this loop the moment an attempt ends there, so a
-  result is fetched without waiting for the next timed poll;
+  result is fetched without waiting for the next timed poll, and while every such renderer is
+  watched the timed poll slows to `render_receipt_watched_poll_seconds` (leases, deadlines);
 - `render.recovery` sleeps until the nearest lease expiry and then releases what expired.
 """
 
@@ -108,21 +109,34 @@ class Coordinator:
             clock=clock,
         )
 
-        def woken(name: str, tick: Callable[[], Awaitable[Tick]]) -> Loop:
+        def woken(
+            name: str,
+            tick: Callable[[], Awaitable[Tick]],
+            poll: float = s.render_receipt_poll_seconds,
+        ) -> Loop:
             """A loop woken by render state changes, polling while attempts are active."""
             return Loop.configured(
                 name,
                 tick,
                 s,
                 subscription=db.bus.subscribe(WAKE_RENDER),
-                poll_interval=s.render_receipt_poll_seconds,
-                idle_ceiling=s.render_idle_poll_ceiling_seconds,
+                poll_interval=poll,
+                idle_ceiling=max(poll, s.render_idle_poll_ceiling_seconds),
                 clock=clock,
             )
 
+        watched = min(
+            s.render_receipt_watched_poll_seconds,
+            s.render_lease_seconds * s.render_lease_renew_fraction / 3,
+            s.render_idle_poll_ceiling_seconds,
+        )
         self.dispatch_loop = woken("render.dispatch", self.dispatch_once)
-        self.receipt_loop = woken("render.receipts", self.receipts_once)
+        self.receipt_loop = woken(
+            "render.receipts", self.receipts_once, max(s.render_receipt_poll_seconds, watched)
+        )
         self.recovery_loop = woken("render.recovery", self.recover_once)
+        self._unwatchable: set[str] = set()
+        """Renderers whose last change long-poll failed: timed receipt passes at full pace."""
 
     @property
     def loops(self) -> list[Loop]:
@@ -302,6 +316,7 @@ class Coordinator:
     def _watch(self, name: str) -> None:
         """Keep one change long-poll open to renderer `name` while it runs our attempts."""
         self._submitted[name] = self._submitted.get(name, 0) + 1
+        self._unwatchable.discard(name)
         task = self._watchers.get(name)
         if task is None or task.done():
             self._watchers[name] = asyncio.create_task(
@@ -325,10 +340,13 @@ class Coordinator:
                 answer = await self.client.changes(source.url, source.secret, seen, wait)
             except Exception:
                 log.exception("change long-poll of renderer %s failed; timed polls go on", name)
-                return
+                answer = None
             if answer is None:
+                self._unwatchable.add(name)
+                self.receipt_loop.poke()
                 return
-            if epoch is not None and (answer.epoch != epoch or answer.count > seen):
+            if epoch is None or answer.epoch != epoch or answer.count > seen:
+                # The first answer too: an attempt may have ended before the long-poll began.
                 self.receipt_loop.poke()
             seen, epoch = answer.count, answer.epoch
             if answer.busy == 0 and self._submitted.get(name, 0) == posted:
@@ -337,10 +355,28 @@ class Coordinator:
     # --- receipts and recovery ----------------------------------------------------------------
 
     async def receipts_once(self) -> Tick:
-        """One receipt pass (see `ReceiptPoller`)."""
+        """One receipt pass (see `ReceiptPoller`); the next one soon unless all is watched."""
         if not await self.receipts.pass_once():
             return IDLE
-        return ACTIVE
+        if self._all_watched():
+            return ACTIVE
+        return Tick(active=True, due_in=self.settings.render_receipt_poll_seconds)
+
+    def _all_watched(self) -> bool:
+        """Whether a change long-poll is open to every renderer this process knows.
+
+        Then any attempt ending anywhere pokes the receipt pass; otherwise (a renderer not
+        watched: no post from this process yet, its long-poll failed or ended) the timed pass
+        keeps its full pace, as before there were long-polls.
+        """
+        sources = self.sources.all()
+        if not sources:
+            return False
+        for source in sources:
+            task = self._watchers.get(source.name)
+            if source.name in self._unwatchable or task is None or task.done():
+                return False
+        return True
 
     async def recover_once(self) -> Tick:
         """Release slots whose lease expired; otherwise report when the next one will."""

@@ -14,6 +14,12 @@ Cancellation reaches the request three ways, so a cancelled job never leaves a l
    session and cancels any request the job still has, closing "cancel committed, request
    enqueued afterwards" whatever the isolation level. A stop for any other reason (shutdown,
    lost lease) leaves the request alone for the job's next attempt to join.
+
+A render nobody keeps (`POST /v1/validate`) skips the job: `open_direct` inserts its request
+under the admission lock (counted against the same queue limits), the caller waits on it and
+then `request_forget` deletes it with its attempts; `request_cancel` ends one the caller no
+longer waits for. Its deadline is the caller's wait, so a request whose caller died ends by
+itself.
 """
 
 from __future__ import annotations
@@ -23,24 +29,30 @@ import logging
 from datetime import datetime, timedelta
 from typing import Any
 
+from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from deckyard.clock import Clock
 from deckyard.config import Settings
 from deckyard.db import Database
 from deckyard.jobs import JobContext, JobError, JobErrorCode, JobStatus, Runtime
+from deckyard.jobs.status import ACTIVE
+from deckyard.render.control.admission import queue_check
 from deckyard.render.control.models import RenderRequest
+from deckyard.render.control.schema import render_requests
 from deckyard.render.control.spec import ScreenshotSpec
-from deckyard.render.control.status import WAKE_REQUESTS, RequestStatus
+from deckyard.render.control.status import WAKE_REQUESTS, RendererState, RequestStatus
 from deckyard.render.control.store import (
     NewRequest,
+    renderer_list,
     request_adopt,
     request_cancel_for_jobs,
-    request_get,
     request_insert,
     request_latest_of_job,
+    wake_on_commit,
 )
-from deckyard.render.protocol import error_kind
+from deckyard.render.control.store_retention import render_requests_prune
+from deckyard.render.protocol import RenderErrorCode, error_kind
 
 log = logging.getLogger(__name__)
 
@@ -52,10 +64,114 @@ class RequestNotFound(LookupError):
     """No render request has that id."""
 
 
+R = render_requests
+
+
+async def requests_direct_active_count(conn: AsyncConnection, workspace_id: str) -> tuple[int, int]:
+    """Active screenshot requests opened without a job: (everyone's, this workspace's)."""
+    rows = await conn.execute(
+        select(R.c.workspace_id, func.count())
+        .where(R.c.kind == SCREENSHOT_KIND, R.c.parent_job_id.is_(None), R.c.status.in_(ACTIVE))
+        .group_by(R.c.workspace_id)
+    )
+    counts = {str(r[0]): int(r[1]) for r in rows}
+    return sum(counts.values()), counts.get(workspace_id, 0)
+
+
+async def request_cancel(
+    db: Database, conn: AsyncConnection, request_id: int, now: datetime
+) -> int:
+    """Cancel one active request: a pending one ends now, a running one is asked to stop."""
+    ended = await conn.execute(
+        update(R)
+        .where(R.c.id == request_id, R.c.status == RequestStatus.PENDING.value)
+        .values(
+            status=RequestStatus.CANCELLED.value,
+            cancel_requested_at=now,
+            error_code=RenderErrorCode.CANCELLED.value,
+            error_message="cancelled before an attempt started",
+            finished_at=now,
+            updated_at=now,
+        )
+    )
+    asked = await conn.execute(
+        update(R)
+        .where(
+            R.c.id == request_id,
+            R.c.status == RequestStatus.RUNNING.value,
+            R.c.cancel_requested_at.is_(None),
+        )
+        .values(cancel_requested_at=now, updated_at=now)
+    )
+    touched = int(ended.rowcount + asked.rowcount)
+    if touched:
+        wake_on_commit(db, conn)
+    return touched
+
+
+async def open_direct(
+    db: Database,
+    runtime: Runtime,
+    settings: Settings,
+    spec: ScreenshotSpec,
+    *,
+    workspace_id: str,
+    deadline_at: datetime,
+    now: datetime,
+) -> RenderRequest | None:
+    """Insert a render request without a job, or None when no renderer is up (rule Q0).
+
+    One write transaction: the admission lock, the queue limits (screenshot jobs and these
+    requests together; raises `RenderQueueFull`), the renderer check and the insert.
+    """
+    new = NewRequest(
+        kind=SCREENSHOT_KIND,
+        workspace_id=workspace_id,
+        input=spec.render_input(),
+        input_hash=spec.input_hash(),
+        max_attempts=settings.render_max_attempts,
+        deadline_at=deadline_at,
+    )
+
+    async def admit(conn: AsyncConnection) -> RenderRequest | None:
+        await db.acquire_admission_lock(conn)
+        if not any(w.state is RendererState.UP for w in await renderer_list(conn)):
+            return None
+        jobs_total, jobs_mine = await runtime.active_count(SCREENSHOT_KIND, workspace_id, conn=conn)
+        total, mine = await requests_direct_active_count(conn, workspace_id)
+        queue_check(settings, workspace_id, jobs_total + total, jobs_mine + mine)
+        request, _created = await request_insert(db, conn, new, now)
+        return request
+
+    return await db.write(admit)
+
+
+async def request_forget(db: Database, request_id: int) -> None:
+    """Delete a finished request opened without a job, with its attempts (no-op while active)."""
+    await db.write(lambda conn: render_requests_prune(conn, [request_id]))
+
+
+STATE_COLUMNS = tuple(c for c in R.c if c.name != "input")
+
+
+async def request_state(conn: AsyncConnection, request_id: int) -> RenderRequest | None:
+    """One request without its `input` (`input` is None): a waiter never needs the document.
+
+    A page's document can be most of a megabyte; a waiter reads the row at every request
+    state change, and decoding that each time was a good part of a validation's CPU.
+    """
+    row = (await conn.execute(select(*STATE_COLUMNS).where(R.c.id == request_id))).first()
+    if row is None:
+        return None
+    values = row._asdict()
+    values["status"] = RequestStatus(values["status"])
+    return RenderRequest(input=None, **values)
+
+
 async def wait_for_terminal(
     db: Database, request_id: int, timeout: float | None, recheck_seconds: float
 ) -> RenderRequest:
-    """Return the request once it is terminal; reads only, never writes.
+    """Return the request once it is terminal (without its `input`); reads only, never writes.
 
     Every request state change wakes `WAKE_REQUESTS` at commit (in process, and through NOTIFY
     on PostgreSQL); `recheck_seconds` only bounds how long a missed wakeup could delay us.
@@ -65,7 +181,7 @@ async def wait_for_terminal(
         async with asyncio.timeout(timeout):
             while True:
                 async with db.read_connection() as conn:
-                    request = await request_get(conn, request_id)
+                    request = await request_state(conn, request_id)
                 if request is None:
                     raise RequestNotFound(request_id)
                 if request.is_terminal:
@@ -182,6 +298,6 @@ class ScreenshotHandler:
             )
 
     async def _still_succeeded(self, conn: AsyncConnection, request_id: int) -> None:
-        request = await request_get(conn, request_id)
+        request = await request_state(conn, request_id)
         if request is None or request.status is not RequestStatus.SUCCEEDED:
             raise RuntimeError(f"render request {request_id} is no longer succeeded")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -22,6 +23,9 @@ from deckyard.render.control.screenshots import (
     RENDER_QUEUE,
     SCREENSHOT_KIND,
     ScreenshotHandler,
+    open_direct,
+    request_cancel,
+    request_forget,
     wait_for_terminal,
 )
 from deckyard.render.control.spec import ScreenshotSpec
@@ -31,7 +35,6 @@ from deckyard.render.control.store import (
     renderer_list,
     request_get,
     request_latest_of_job,
-    requests_delete_of_job,
 )
 from deckyard.render.control.store_pages import pages_of_request
 from deckyard.render.control.supervisor import Supervisor
@@ -151,6 +154,40 @@ class RenderService:
 
         return await self.db.write(admit)
 
+    async def screenshot_direct(
+        self, spec: ScreenshotSpec, *, workspace_id: str, timeout: float
+    ) -> RenderRequest | None:
+        """Open a render request for `spec` without a job, or None when no renderer is up.
+
+        For a render the caller waits for and then forgets (`POST /v1/validate`): no job to
+        claim, finish and wake. Its deadline is `timeout` from now (at most the usual request
+        deadline). Raises `RenderQueueFull` like `screenshot`.
+        """
+        now = self.clock.now()
+        seconds = min(timeout, self.settings.render_request_deadline_seconds)
+        return await open_direct(
+            self.db,
+            self.runtime,
+            self.settings,
+            spec,
+            workspace_id=workspace_id,
+            deadline_at=now + timedelta(seconds=seconds),
+            now=now,
+        )
+
+    async def cancel_request(self, request_id: int) -> None:
+        """Cancel a request opened by `screenshot_direct` (pending: now; running: asked)."""
+        async with self.db.write_transaction() as conn:
+            await request_cancel(self.db, conn, request_id, self.clock.now())
+
+    async def forget_request(self, request: RenderRequest) -> None:
+        """Delete a finished request opened by `screenshot_direct`: artefact, attempts, row."""
+        if not request.is_terminal:
+            return
+        if request.artifact_key is not None:
+            await self.store.delete(request.artifact_key)
+        await request_forget(self.db, request.id)
+
     async def request_for_job(self, job_id: int) -> RenderRequest | None:
         """The newest render request opened by a job, if any."""
         async with self.db.read_connection() as conn:
@@ -183,22 +220,6 @@ class RenderService:
         if data is None:
             return None
         return data, str(job.result.get("content_type") or "application/octet-stream")
-
-    async def discard(self, job_id: int) -> None:
-        """Forget a finished screenshot job: its artefact, its render requests, then the job.
-
-        For renders whose bytes nobody keeps (`POST /v1/validate` only wants the diagnostics).
-        Keys are unique per download and such a job's requests are its own (no dedupe), so
-        nothing another job uses goes with it. Rows of a job still active are left alone.
-        """
-        job = await self.runtime.get(job_id)
-        if job is None or not job.is_terminal:
-            return
-        key = job.result.get("artifact_key") if isinstance(job.result, dict) else None
-        if isinstance(key, str):
-            await self.store.delete(key)
-        await self.db.write(lambda conn: requests_delete_of_job(conn, job_id))
-        await self.runtime.delete_finished([job_id])
 
     async def renderers(self) -> list[dict[str, Any]]:
         """Every known renderer: url, epoch, slots, occupancy and state."""

@@ -15,6 +15,7 @@ import contextlib
 import hashlib
 import logging
 import os
+import re
 import secrets
 import shutil
 import time
@@ -103,6 +104,42 @@ class PageState:
             diagnostics=visit.diagnostics,
             artifact=visit.artifact,
         )
+
+
+_SCRIPTED = re.compile(
+    r"<\s*(?:script|iframe|frame|object|embed)\b|\bon[a-z]+\s*=|javascript:", re.IGNORECASE
+)
+
+
+def runs_script(document: str) -> bool:
+    """Whether a document may run script (conservatively: a false yes only costs a reset)."""
+    return _SCRIPTED.search(document) is not None
+
+
+@dataclass
+class DeckTab:
+    """The tab a deck slot carries from one page to the next, while that is safe.
+
+    A tab is kept after a successful page whose document runs no script (no script can have
+    left timers, globals, storage, cookies, popups or history behind; the next page's
+    `set_content` replaces the whole document) and while it has served fewer than
+    `reuse_limit` renders; anything else goes back to the pool for its reset.
+    """
+
+    reuse_limit: int
+    tab: DocumentTab | None = None
+
+    def take(self) -> DocumentTab | None:
+        """The kept tab, now in use again (or none)."""
+        tab, self.tab = self.tab, None
+        return tab
+
+    def keep(self, tab: DocumentTab, render: RenderInput) -> bool:
+        """Keep `tab` for the next page if `render` left it clean; see the class docstring."""
+        if tab.uses >= self.reuse_limit or runs_script(render.document or ""):
+            return False
+        self.tab = tab
+        return True
 
 
 @dataclass
@@ -227,28 +264,45 @@ class AttemptRegistry:
         return attempt, True
 
     async def _run_deck(self, attempt: Attempt) -> None:
-        """Render every page, `len(attempt.slots)` at a time, each page reported when done."""
+        """Render every page, `len(attempt.slots)` at a time, each page reported when done.
+
+        Each slot renders its pages in one tab (`DeckTab`): a page whose document runs no
+        script leaves nothing behind but its content, so the next page of the same deck is
+        written over it without the reset (a navigation and the storage clears) that costs
+        about as much as the render itself. The tab resets as usual when the slot is done.
+        """
         assert attempt.pages is not None
         attempt.status = AttemptStatus.RUNNING
-        gate = asyncio.Semaphore(len(attempt.slots))
+        queue = list(attempt.pages.values())
+        queue.reverse()
 
-        async def page(state: PageState) -> None:
-            async with gate:
-                state.status = AttemptStatus.RUNNING
-                visit = await self._visit(
-                    f"{attempt.attempt_id}.p{state.index}", state.render, attempt, reraise=True
-                )
-                state.visit = visit
-                state.status = (
-                    AttemptStatus.SUCCEEDED if visit.code is None else AttemptStatus.FAILED
-                )
-                self.changes.bump()
+        async def page(state: PageState, carry: DeckTab) -> None:
+            state.status = AttemptStatus.RUNNING
+            visit = await self._visit(
+                f"{attempt.attempt_id}.p{state.index}",
+                state.render,
+                attempt,
+                reraise=True,
+                carry=carry,
+            )
+            state.visit = visit
+            state.status = AttemptStatus.SUCCEEDED if visit.code is None else AttemptStatus.FAILED
+            self.changes.bump()
+
+        async def slot() -> None:
+            carry = DeckTab(self._settings.renderer_tab_reuse_limit)
+            try:
+                while queue:
+                    await page(queue.pop(), carry)
+            finally:
+                if carry.tab is not None:
+                    self._tabs.give_back(carry.tab)
 
         code: RenderErrorCode | None = None
         message: str | None = None
         try:
             async with asyncio.timeout(attempt.deadline_seconds):
-                await asyncio.gather(*(page(p) for p in attempt.pages.values()))
+                await asyncio.gather(*(slot() for _ in attempt.slots))
         except TimeoutError:
             code, message = RenderErrorCode.DEADLINE_EXCEEDED, "the attempt's deadline passed"
         except asyncio.CancelledError:
@@ -376,12 +430,20 @@ class AttemptRegistry:
         self.changes.bump()
 
     async def _visit(
-        self, name: str, render: RenderInput, attempt: Attempt, *, reraise: bool = False
+        self,
+        name: str,
+        render: RenderInput,
+        attempt: Attempt,
+        *,
+        reraise: bool = False,
+        carry: DeckTab | None = None,
     ) -> Visit:
         """One browser visit of `render`: capture, store the artefact as `name`, clean up.
 
         A cancellation ends the visit as cancelled (or stopped), after cleanup; with `reraise`
-        (a page of a deck attempt) it is raised again after cleanup instead.
+        (a page of a deck attempt) it is raised again after cleanup instead. With `carry` (a
+        deck slot) the tab the slot's last page left is used, and this one's is kept for the
+        next page when `DeckTab.keep` allows.
         """
         settings = self._settings
         started = time.monotonic()
@@ -404,7 +466,8 @@ class AttemptRegistry:
             ):
                 handle = await self._pool.acquire()
                 if render.document is not None:
-                    tab = await self._tabs.take(handle, render)
+                    tab = self._carried(carry, handle, render)
+                    tab = tab or await self._tabs.take(handle, render)
                 session = CaptureSession(
                     handle.browser, render, self._guard, settings, collector, tab
                 )
@@ -444,6 +507,8 @@ class AttemptRegistry:
             except OSError as exc:
                 code, message = RenderErrorCode.INTERNAL_ERROR, f"cannot store artefact: {exc}"
         encode_ms = round((time.monotonic() - encode_start) * 1000, 1)
+        if carry is not None and tab is not None and code is None and carry.keep(tab, render):
+            tab = None
         await self._cleanup(session, tab, handle, workdir, reusable=code is None)
         timings = session.timings if session is not None else None
         if timings is not None:
@@ -454,6 +519,18 @@ class AttemptRegistry:
         if cancelled and reraise:
             raise asyncio.CancelledError
         return visit
+
+    def _carried(
+        self, carry: DeckTab | None, handle: BrowserHandle, render: RenderInput
+    ) -> DocumentTab | None:
+        """The tab a deck slot kept, if it is on `handle` at the render's scale; else none."""
+        tab = carry.take() if carry is not None else None
+        if tab is None:
+            return None
+        if tab.handle is handle and not handle.gone.is_set() and tab.scale == render.scale:
+            return tab
+        self._tabs.give_back(tab)
+        return None
 
     async def _cleanup(
         self,

@@ -29,17 +29,14 @@ import logging
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from deckyard.clock import Clock
 from deckyard.config import Settings
 from deckyard.db import Database
 from deckyard.jobs import JobContext, JobError, JobErrorCode, JobStatus, Runtime
-from deckyard.jobs.status import ACTIVE
 from deckyard.render.control.admission import queue_check
 from deckyard.render.control.models import RenderRequest
-from deckyard.render.control.schema import render_requests
 from deckyard.render.control.spec import ScreenshotSpec
 from deckyard.render.control.status import WAKE_REQUESTS, RendererState, RequestStatus
 from deckyard.render.control.store import (
@@ -49,10 +46,11 @@ from deckyard.render.control.store import (
     request_cancel_for_jobs,
     request_insert,
     request_latest_of_job,
-    wake_on_commit,
+    request_state,
+    requests_direct_active_count,
 )
 from deckyard.render.control.store_retention import render_requests_prune
-from deckyard.render.protocol import RenderErrorCode, error_kind
+from deckyard.render.protocol import error_kind
 
 log = logging.getLogger(__name__)
 
@@ -62,51 +60,6 @@ RENDER_QUEUE = "render"
 
 class RequestNotFound(LookupError):
     """No render request has that id."""
-
-
-R = render_requests
-
-
-async def requests_direct_active_count(conn: AsyncConnection, workspace_id: str) -> tuple[int, int]:
-    """Active screenshot requests opened without a job: (everyone's, this workspace's)."""
-    rows = await conn.execute(
-        select(R.c.workspace_id, func.count())
-        .where(R.c.kind == SCREENSHOT_KIND, R.c.parent_job_id.is_(None), R.c.status.in_(ACTIVE))
-        .group_by(R.c.workspace_id)
-    )
-    counts = {str(r[0]): int(r[1]) for r in rows}
-    return sum(counts.values()), counts.get(workspace_id, 0)
-
-
-async def request_cancel(
-    db: Database, conn: AsyncConnection, request_id: int, now: datetime
-) -> int:
-    """Cancel one active request: a pending one ends now, a running one is asked to stop."""
-    ended = await conn.execute(
-        update(R)
-        .where(R.c.id == request_id, R.c.status == RequestStatus.PENDING.value)
-        .values(
-            status=RequestStatus.CANCELLED.value,
-            cancel_requested_at=now,
-            error_code=RenderErrorCode.CANCELLED.value,
-            error_message="cancelled before an attempt started",
-            finished_at=now,
-            updated_at=now,
-        )
-    )
-    asked = await conn.execute(
-        update(R)
-        .where(
-            R.c.id == request_id,
-            R.c.status == RequestStatus.RUNNING.value,
-            R.c.cancel_requested_at.is_(None),
-        )
-        .values(cancel_requested_at=now, updated_at=now)
-    )
-    touched = int(ended.rowcount + asked.rowcount)
-    if touched:
-        wake_on_commit(db, conn)
-    return touched
 
 
 async def open_direct(
@@ -138,7 +91,7 @@ async def open_direct(
         if not any(w.state is RendererState.UP for w in await renderer_list(conn)):
             return None
         jobs_total, jobs_mine = await runtime.active_count(SCREENSHOT_KIND, workspace_id, conn=conn)
-        total, mine = await requests_direct_active_count(conn, workspace_id)
+        total, mine = await requests_direct_active_count(conn, SCREENSHOT_KIND, workspace_id)
         queue_check(settings, workspace_id, jobs_total + total, jobs_mine + mine)
         request, _created = await request_insert(db, conn, new, now)
         return request
@@ -149,23 +102,6 @@ async def open_direct(
 async def request_forget(db: Database, request_id: int) -> None:
     """Delete a finished request opened without a job, with its attempts (no-op while active)."""
     await db.write(lambda conn: render_requests_prune(conn, [request_id]))
-
-
-STATE_COLUMNS = tuple(c for c in R.c if c.name != "input")
-
-
-async def request_state(conn: AsyncConnection, request_id: int) -> RenderRequest | None:
-    """One request without its `input` (`input` is None): a waiter never needs the document.
-
-    A page's document can be most of a megabyte; a waiter reads the row at every request
-    state change, and decoding that each time was a good part of a validation's CPU.
-    """
-    row = (await conn.execute(select(*STATE_COLUMNS).where(R.c.id == request_id))).first()
-    if row is None:
-        return None
-    values = row._asdict()
-    values["status"] = RequestStatus(values["status"])
-    return RenderRequest(input=None, **values)
 
 
 async def wait_for_terminal(

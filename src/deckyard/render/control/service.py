@@ -24,7 +24,6 @@ from deckyard.render.control.screenshots import (
     SCREENSHOT_KIND,
     ScreenshotHandler,
     open_direct,
-    request_cancel,
     request_forget,
     wait_for_terminal,
 )
@@ -33,6 +32,7 @@ from deckyard.render.control.store import (
     attempts_of_request,
     occupancy_snapshot,
     renderer_list,
+    request_cancel,
     request_get,
     request_latest_of_job,
 )

@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, func, insert, select, text, update
+from sqlalchemy import func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from deckyard.db import Database
-from deckyard.jobs.status import ACTIVE, ACTIVE_PREDICATE, TERMINAL
+from deckyard.jobs.status import ACTIVE, ACTIVE_PREDICATE
 from deckyard.render.control.models import RenderAttempt, Renderer, RenderRequest
 from deckyard.render.control.schema import render_attempts, render_requests, render_workers
 from deckyard.render.control.status import (
@@ -126,30 +126,73 @@ async def request_get(conn: AsyncConnection, request_id: int) -> RenderRequest |
     return RenderRequest.from_row(row) if row is not None else None
 
 
+STATE_COLUMNS = tuple(c for c in R.c if c.name != "input")
+
+
+async def request_state(conn: AsyncConnection, request_id: int) -> RenderRequest | None:
+    """One request without its `input` (`input` is None): a waiter never needs the document.
+
+    A page's document can be most of a megabyte; a waiter reads the row at every request
+    state change, and decoding that each time was a good part of a validation's CPU.
+    """
+    row = (await conn.execute(select(*STATE_COLUMNS).where(R.c.id == request_id))).first()
+    if row is None:
+        return None
+    values = row._asdict()
+    values["status"] = RequestStatus(values["status"])
+    return RenderRequest(input=None, **values)
+
+
+async def requests_direct_active_count(
+    conn: AsyncConnection, kind: str, workspace_id: str
+) -> tuple[int, int]:
+    """Active requests of `kind` opened without a job: (everyone's, this workspace's)."""
+    rows = await conn.execute(
+        select(R.c.workspace_id, func.count())
+        .where(R.c.kind == kind, R.c.parent_job_id.is_(None), R.c.status.in_(ACTIVE))
+        .group_by(R.c.workspace_id)
+    )
+    counts = {str(r[0]): int(r[1]) for r in rows}
+    return sum(counts.values()), counts.get(workspace_id, 0)
+
+
+async def request_cancel(
+    db: Database, conn: AsyncConnection, request_id: int, now: datetime
+) -> int:
+    """Cancel one active request: a pending one ends now, a running one is asked to stop."""
+    ended = await conn.execute(
+        update(R)
+        .where(R.c.id == request_id, R.c.status == RequestStatus.PENDING.value)
+        .values(
+            status=RequestStatus.CANCELLED.value,
+            cancel_requested_at=now,
+            error_code=RenderErrorCode.CANCELLED.value,
+            error_message="cancelled before an attempt started",
+            finished_at=now,
+            updated_at=now,
+        )
+    )
+    asked = await conn.execute(
+        update(R)
+        .where(
+            R.c.id == request_id,
+            R.c.status == RequestStatus.RUNNING.value,
+            R.c.cancel_requested_at.is_(None),
+        )
+        .values(cancel_requested_at=now, updated_at=now)
+    )
+    touched = int(ended.rowcount + asked.rowcount)
+    if touched:
+        wake_on_commit(db, conn)
+    return touched
+
+
 async def request_latest_of_job(conn: AsyncConnection, job_id: int) -> RenderRequest | None:
     """The newest request a job opened, if any."""
     request_id = (
         await conn.execute(select(func.max(R.c.id)).where(R.c.parent_job_id == job_id))
     ).scalar_one_or_none()
     return None if request_id is None else await request_get(conn, request_id)
-
-
-async def requests_delete_of_job(conn: AsyncConnection, job_id: int) -> int:
-    """Delete a job's finished requests and their attempts; returns how many requests.
-
-    For renders nobody keeps (`POST /v1/validate`): a request still active is left alone.
-    """
-    ids = [
-        r.id
-        for r in await conn.execute(
-            select(R.c.id).where(R.c.parent_job_id == job_id, R.c.status.in_(TERMINAL))
-        )
-    ]
-    if not ids:
-        return 0
-    await conn.execute(delete(render_attempts).where(render_attempts.c.request_id.in_(ids)))
-    result = await conn.execute(delete(R).where(R.c.id.in_(ids)))
-    return int(result.rowcount)
 
 
 async def request_counts(conn: AsyncConnection) -> list[tuple[str, str, int]]:

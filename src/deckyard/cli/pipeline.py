@@ -14,6 +14,7 @@ its content, 2 for usage errors, 3 when the renderer was unavailable (nothing wa
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 import tempfile
@@ -142,6 +143,17 @@ async def _wait_for_renderer(service: DeckService) -> bool:
             return True
         await asyncio.sleep(service.settings.render_receipt_poll_seconds)
     return False
+
+
+async def _stop_early_start(booting: asyncio.Task[None] | None, node: Node) -> None:
+    """Stop the renderers started ahead of a node whose own start then failed (the node
+    stops only what it started)."""
+    if booting is None or node.render.supervisor is None:
+        return
+    booting.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await booting
+    await node.render.supervisor.stop()
 
 
 def _seconds(job: Job) -> float:
@@ -288,17 +300,27 @@ async def run_pipeline(
             transient=False,
         ) as progress:
             starting = progress.add_task("renderer", total=1)
-            async with Node(settings) as node:
-                service = node.decks
-                live = await _wait_for_renderer(service)
-                progress.update(starting, completed=1)
-                await _ensure_workspace(service)
-                created = await service.create_deck(WORKSPACE, source, await compiling)
-                pipeline = Pipeline(service, created.deck_id, progress)
-                await pipeline.validate(report)
-                report.unavailable = not live
-                if out is not None and report.exit_code is not ExitCode.UNAVAILABLE:
-                    await pipeline.artefacts(out, formats, report)
+            node = Node(settings)
+            # The renderer (a process, then Chromium) starts while the node migrates.
+            supervisor = node.render.supervisor
+            booting = asyncio.create_task(supervisor.start()) if supervisor else None
+            entered = False
+            try:
+                async with node:
+                    entered = True
+                    service = node.decks
+                    live = await _wait_for_renderer(service)
+                    progress.update(starting, completed=1)
+                    await _ensure_workspace(service)
+                    created = await service.create_deck(WORKSPACE, source, await compiling)
+                    pipeline = Pipeline(service, created.deck_id, progress)
+                    await pipeline.validate(report)
+                    report.unavailable = not live
+                    if out is not None and report.exit_code is not ExitCode.UNAVAILABLE:
+                        await pipeline.artefacts(out, formats, report)
+            finally:
+                if not entered:
+                    await _stop_early_start(booting, node)
         if out is not None and report.files:
             report.removed = finish_output(out, report.files, earlier)
         return report

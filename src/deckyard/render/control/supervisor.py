@@ -85,6 +85,7 @@ class Supervisor:
         node = f"{socket.gethostname()}-{secrets.token_hex(4)}"
         self.renderers = [SupervisedRenderer(f"{node}-lite-{i}") for i in range(count)]
         self._stopping = False
+        self._ready: list[asyncio.Future[None]] = []
         self.subreaper = False
         self.reap_loop = Loop.configured(
             "render.reap",
@@ -101,19 +102,23 @@ class Supervisor:
         return [self.reap_loop]
 
     async def start(self) -> None:
-        """Become a subreaper, start every renderer and wait until each is listening."""
-        self.subreaper = become_subreaper()
-        if not self.subreaper:
-            log.warning("cannot become a child subreaper; orphans of renderers go to PID 1")
-        self.reap_loop.start()
-        ready = []
-        for renderer in self.renderers:
-            started = asyncio.get_running_loop().create_future()
-            renderer.task = asyncio.create_task(
-                self._keep_running(renderer, started), name=f"supervise:{renderer.name}"
-            )
-            ready.append(started)
-        await asyncio.gather(*ready)
+        """Become a subreaper, start every renderer and wait until each is listening.
+
+        A second call (`deckyard render` starts the renderers before the node migrates, and the
+        node's start calls this again) only waits for the renderers the first one started.
+        """
+        if not self._ready:
+            self.subreaper = become_subreaper()
+            if not self.subreaper:
+                log.warning("cannot become a child subreaper; orphans of renderers go to PID 1")
+            self.reap_loop.start()
+            for renderer in self.renderers:
+                started = asyncio.get_running_loop().create_future()
+                renderer.task = asyncio.create_task(
+                    self._keep_running(renderer, started), name=f"supervise:{renderer.name}"
+                )
+                self._ready.append(started)
+        await asyncio.gather(*self._ready)
 
     async def stop(self) -> None:
         """Stop every renderer and its process group, then reap what is left."""

@@ -135,9 +135,10 @@ class Settings(BaseSettings):
     )
     job_one_hop_sqlite: bool = Field(
         False,
-        description="SQLite: the same in one call on the database thread instead of one thread "
-        "hand-off per statement. Off by default: it cut CPU per job but lost wall time on a "
-        "loaded machine (docs/benchmarks.md, issue 15).",
+        description="SQLite: a worker's settle and claim as one synchronous call (on the loop's "
+        "thread, see job_sqlite_inline_writes) instead of one thread hand-off per statement. "
+        "Off by default: less CPU per job but fewer 5 ms jobs/s on a loaded machine "
+        "(docs/benchmarks.md, issue 15). The hand-off is always one call on SQLite.",
     )
     job_prefetch_max_job_seconds: float = Field(
         0.5,
@@ -165,6 +166,11 @@ class Settings(BaseSettings):
     job_periodic_check_seconds: float = Field(1.0, gt=0)
     loop_error_backoff_seconds: float = Field(1.0, gt=0)
     loop_error_backoff_max_seconds: float = Field(30.0, gt=0)
+    job_sqlite_inline_writes: bool = Field(
+        True,
+        description="SQLite: a one-hop write (job_one_hop_sqlite) runs on the event loop's "
+        "thread instead of the database thread: no thread hand-off at all.",
+    )
 
     # --- renderer process ------------------------------------------------------------------
     chromium_path: Path | None = None

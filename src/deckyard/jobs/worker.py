@@ -265,7 +265,7 @@ class Worker:
         self.slots.reserved += 1
         try:
             lease = rt.settings.job_lease_seconds
-            if self._one_hop_on():
+            if rt.db.has_db_thread or rt.settings.job_one_hop:
                 job = await job_hand_off(rt.db, new, now, self.owner, lease)
             else:
                 job = await rt.db.write(

@@ -1,12 +1,14 @@
 """The one-hop hot path on both databases: settle + claim + events as one write, the hand-off.
 
 `jobs_settle_claim` must do exactly what the general settle and claim do (the same guards, the
-same rows, the same events), in one statement on PostgreSQL and one database-thread call on
-SQLite; `Database.write_in_thread` must roll back what a failing function wrote.
+same rows, the same events), in one statement on PostgreSQL and one synchronous call on SQLite
+(on the loop's thread or the database thread); `Database.write_in_thread` must roll back what a
+failing function wrote.
 """
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -133,8 +135,9 @@ async def test_hand_off_inserts_a_running_job_with_its_event(db: Database) -> No
         await job_hand_off(db, _new(dedupe_key="d"), NOW, OWNER, 30)
 
 
-async def test_write_in_thread_rolls_back_on_error(tmp_path: Path) -> None:
-    db = Database(f"sqlite:///{tmp_path / 'one.db'}")
+@pytest.mark.parametrize("inline", [True, False], ids=["loop-thread", "db-thread"])
+async def test_write_in_thread_rolls_back_on_error(tmp_path: Path, inline: bool) -> None:
+    db = Database(f"sqlite:///{tmp_path / 'one.db'}", sqlite_inline_writes=inline)
     await upgrade(db)
 
     def fail(conn: Connection) -> None:
@@ -158,3 +161,30 @@ async def _get(db: Database, job_id: int) -> Job:
         job = await job_get(conn, job_id)
     assert job is not None
     return job
+
+
+async def test_inline_write_waits_for_another_connections_lock_off_the_loop(
+    tmp_path: Path,
+) -> None:
+    """A second `Database` on the file holds the write lock: the inline write waits for it on the
+    database thread (the loop keeps running, so the holder can commit), then runs."""
+    url = f"sqlite:///{tmp_path / 'two.db'}"
+    a, b = Database(url, busy_timeout_seconds=30), Database(url)
+    await upgrade(a)
+    try:
+        async with b.write_transaction() as tx:
+            await jobs_enqueue(b, tx, [_new()], NOW)
+            waiting: asyncio.Task[int] = asyncio.create_task(
+                a.write_in_thread(lambda conn: conn.execute(select(jobs.c.id)).scalar_one())
+            )
+            for _ in range(20):
+                await asyncio.sleep(0)
+            assert not waiting.done()
+            await tx.execute(update(jobs).values(priority=5))
+        job_id = await waiting
+        async with a.read_connection() as conn:
+            assert (await conn.execute(select(jobs.c.priority))).scalar() == 5
+        assert isinstance(job_id, int)
+    finally:
+        await a.dispose()
+        await b.dispose()

@@ -270,8 +270,8 @@ class Settings(BaseSettings):
         gt=0,
         description="Timed receipt passes while every renderer running our attempts holds a "
         "change long-poll open (it wakes the pass the moment an attempt ends): leases and "
-        "deadlines only; render_receipt_poll_seconds otherwise. Capped by a third of the lease "
-        "renewal window.",
+        "deadlines only; render_receipt_poll_seconds otherwise. Capped by a sixth of the lease "
+        "renewal window (six chances to renew before a lease runs out).",
     )
 
     # --- tasks and reconciliation ----------------------------------------------------------

@@ -127,7 +127,7 @@ class Coordinator:
 
         watched = min(
             s.render_receipt_watched_poll_seconds,
-            s.render_lease_seconds * s.render_lease_renew_fraction / 3,
+            s.render_lease_seconds * s.render_lease_renew_fraction / 6,
             s.render_idle_poll_ceiling_seconds,
         )
         self.dispatch_loop = woken("render.dispatch", self.dispatch_once)

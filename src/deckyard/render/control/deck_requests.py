@@ -23,19 +23,21 @@ from deckyard.db import Database
 from deckyard.jobs import JobContext, JobError, JobErrorCode, Runtime
 from deckyard.render.control.models import DECK_KIND, RenderRequest
 from deckyard.render.control.screenshots import (
+    SCREENSHOT_KIND,
     ScreenshotHandler,
     request_to_resume,
     wait_for_terminal,
 )
 from deckyard.render.control.spec import ScreenshotSpec
-from deckyard.render.control.status import RequestStatus
+from deckyard.render.control.status import ControlErrorCode, RequestStatus
 from deckyard.render.control.store import (
     NewRequest,
     request_cancel_for_jobs,
     request_get,
     request_insert,
+    requests_direct_active_count,
 )
-from deckyard.render.control.store_pages import pages_insert, pages_of_request
+from deckyard.render.control.store_pages import pages_insert, pages_of_request, pages_queued
 from deckyard.render.protocol import RenderErrorCode
 
 log = logging.getLogger(__name__)
@@ -63,6 +65,31 @@ def deck_input_hash(specs: list[ScreenshotSpec]) -> str:
     return hashlib.sha256(joined.encode("ascii")).hexdigest()
 
 
+def deck_queue_check(
+    settings: Settings, workspace_id: str, total: int, mine: int, pages: int
+) -> None:
+    """Refuse a new deck render whose pages would pass a queue limit (`RENDER_QUEUE_FULL`).
+
+    `total` and `mine` count what is queued already, everyone's and this workspace's: active
+    screenshot jobs and the pages deck requests still have to render, one each, so a deck
+    counts like as many screenshots. A deck larger than a limit never fits and is not retried;
+    otherwise the job is retried after `render_retry_after_seconds`.
+    """
+    for queued, limit, whose in (
+        (total, settings.render_queue_limit, "the render queue"),
+        (mine, settings.render_workspace_queue_limit, f"workspace {workspace_id}'s render queue"),
+    ):
+        if queued + pages <= limit:
+            continue
+        message = f"{pages} pages do not fit in {whose} ({queued} queued, limit {limit})"
+        raise JobError(
+            ControlErrorCode.QUEUE_FULL.value,
+            message,
+            retryable=pages <= limit,
+            retry_after=settings.render_retry_after_seconds,
+        )
+
+
 class DeckRenders:
     """Opens a job's deck request, waits for it and reads back every page's outcome."""
 
@@ -81,7 +108,11 @@ class DeckRenders:
         self.screenshots = screenshots
 
     async def open(self, ctx: JobContext, specs: list[ScreenshotSpec]) -> RenderRequest:
-        """Create the job's deck request, or take over the one a previous try of it opened."""
+        """Create the job's deck request, or take over the one a previous try of it opened.
+
+        A new request passes the queue limits first (`deck_queue_check`), under the admission
+        lock `request_to_resume` takes, so concurrent decks and screenshots cannot overshoot.
+        """
         now = self.clock.now()
         workspace = ctx.job.workspace_id or "default"
         digest = deck_input_hash(specs)
@@ -104,6 +135,12 @@ class DeckRenders:
             if earlier is not None:
                 # A retried job resumes its deck render: committed pages are not rendered again.
                 return earlier
+            total, mine = await self.runtime.active_count(SCREENSHOT_KIND, workspace, conn=conn)
+            direct, my_direct = await requests_direct_active_count(conn, SCREENSHOT_KIND, workspace)
+            pages, my_pages = await pages_queued(conn, workspace)
+            deck_queue_check(
+                s, workspace, total + direct + pages, mine + my_direct + my_pages, len(specs)
+            )
             request, _created = await request_insert(self.db, conn, new, now)
             await pages_insert(conn, request.id, len(specs))
         return request

@@ -49,6 +49,7 @@ from deckyard.render.control.store import (
     request_state,
     requests_direct_active_count,
 )
+from deckyard.render.control.store_pages import pages_queued
 from deckyard.render.control.store_retention import render_requests_prune
 from deckyard.render.protocol import error_kind
 
@@ -92,7 +93,8 @@ async def open_direct(
             return None
         jobs_total, jobs_mine = await runtime.active_count(SCREENSHOT_KIND, workspace_id, conn=conn)
         total, mine = await requests_direct_active_count(conn, SCREENSHOT_KIND, workspace_id)
-        queue_check(settings, workspace_id, jobs_total + total, jobs_mine + mine)
+        pages, my_pages = await pages_queued(conn, workspace_id)
+        queue_check(settings, workspace_id, jobs_total + total + pages, jobs_mine + mine + my_pages)
         request, _created = await request_insert(db, conn, new, now)
         return request
 

@@ -36,7 +36,7 @@ from deckyard.render.control.store import (
     request_get,
     request_latest_of_job,
 )
-from deckyard.render.control.store_pages import pages_of_request
+from deckyard.render.control.store_pages import pages_of_request, pages_queued
 from deckyard.render.control.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
@@ -141,7 +141,8 @@ class RenderService:
         async def admit(conn: AsyncConnection) -> Job:
             await self.db.acquire_admission_lock(conn)
             total, mine = await self.runtime.active_count(SCREENSHOT_KIND, workspace_id, conn=conn)
-            queue_check(self.settings, workspace_id, total, mine)
+            pages, my_pages = await pages_queued(conn, workspace_id)
+            queue_check(self.settings, workspace_id, total + pages, mine + my_pages)
             return await self.runtime.enqueue(
                 SCREENSHOT_KIND,
                 payload,

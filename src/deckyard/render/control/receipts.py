@@ -198,6 +198,8 @@ class ReceiptPoller:
         # Keyed by attempt key, never by row id: a row id can come back for a new attempt
         # once rows are deleted (SQLite reuses the highest), and would inherit this state.
         self._unknown_since: dict[str, float] = {}
+        self._polled_at: dict[str, float] = {}
+        """When each renderer's receipts last came back (monotonic): the pace of our passes."""
         self._fetching: dict[str, asyncio.Task[bool]] = {}
         self._fetched_keys: set[str] = set()
         """Attempts whose result is committed; a poll that read the attempt list before that
@@ -294,7 +296,14 @@ class ReceiptPoller:
         by_key = {r.attempt_id: r for r in receipts}
         now = self.clock.now()
         mono = self.clock.monotonic()
-        renew_below = self.settings.render_lease_seconds * self.settings.render_lease_renew_fraction
+        # Renew below the configured fraction, or while less than two passes' time is left: on
+        # a loaded machine passes come seconds apart, and a lease just above the fraction
+        # would expire before the next pass renews it (a deck attempt lost mid-deck).
+        gap = mono - self._polled_at.get(source.name, mono)
+        self._polled_at[source.name] = mono
+        renew_below = max(
+            self.settings.render_lease_seconds * self.settings.render_lease_renew_fraction, 2 * gap
+        )
         plan = _Plan()
         for attempt in attempts:
             receipt = by_key.get(attempt.attempt_key)

@@ -27,7 +27,12 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from deckyard.db import Database
 from deckyard.jobs.status import ACTIVE, ACTIVE_PREDICATE
 from deckyard.render.control.models import RenderAttempt, Renderer, RenderRequest
-from deckyard.render.control.schema import render_attempts, render_requests, render_workers
+from deckyard.render.control.schema import (
+    render_attempts,
+    render_pages,
+    render_requests,
+    render_workers,
+)
 from deckyard.render.control.status import (
     ACTIVE_ATTEMPT,
     WAKE_RENDER,
@@ -644,10 +649,21 @@ async def attempt_end(
 ) -> RequestStatus | None:
     """Release an attempt that produced no result and requeue or fail its request.
 
+    A deck attempt that committed a page made progress: like a `refund`, it does not count
+    against the request's budget, so a deck lost twice at different pages goes on while it
+    advances (each refund needs a page more; the deadline still bounds it).
     Returns the request's new status, or None when the attempt had already been released.
     """
     if not await attempt_release(db, conn, attempt.id, state, now, code=code, message=message):
         return None
+    if not refund:
+        pg = render_pages.c
+        progressed = await conn.execute(
+            select(pg.id)
+            .where(pg.request_id == attempt.request_id, pg.attempt_id == attempt.id)
+            .limit(1)
+        )
+        refund = progressed.first() is not None
     return await request_requeue_or_fail(
         db,
         conn,

@@ -19,18 +19,22 @@ import contextvars
 import errno
 import logging
 import os
+import re
 import shutil
 import sqlite3
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from sqlalchemy import Executable, Row, Table, create_engine, event, select, text
+import psycopg
+from psycopg.rows import dict_row
+from sqlalchemy import Table, create_engine, event, select, text
 from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
-from sqlalchemy.engine import URL, Connection, make_url
+from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import StaticPool
 
@@ -70,6 +74,27 @@ def sqlite_file(url: str | URL) -> Path | None:
     if name in ("", ":memory:") or u.query.get("mode") == "memory":
         return None
     return Path(name).resolve()
+
+
+_NAMED = re.compile(r"(?<![:\w]):(\w+)")
+
+
+@dataclass(frozen=True)
+class PgStatement:
+    """A PostgreSQL statement for `Database.write_statement`: psycopg's `%(name)s` parameters.
+
+    `constants` are parameters fixed when the statement is built (status names and the like).
+    """
+
+    sql: str
+    constants: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def named(cls, sql: str, **constants: Any) -> PgStatement:
+        """From SQL with `:name` parameters (as `text()` takes them); no `%` may appear in it."""
+        if "%" in sql:
+            raise ValueError("a literal % would be read as a parameter")
+        return cls(_NAMED.sub(r"%(\1)s", sql), constants)
 
 
 @dataclass
@@ -112,9 +137,15 @@ class Database:
         self.sqlite_inline_writes = sqlite_inline_writes
         self._busy_ms = int(busy_timeout_seconds * 1000)
         """SQLite: `write_in_thread` runs its function on the event loop's own thread."""
+        self._inline: Engine | None = None
         self._writer_lock = asyncio.Lock()
         self._listener: PgListener | None = None
         self._notify_delays = (notify_reconnect_delay, notify_reconnect_max_delay)
+        self._conninfo = self.url.set(drivername="postgresql").render_as_string(hide_password=False)
+        self._connect_timeout = max(1, int(connect_timeout_seconds))
+        self._statement_idle: list[psycopg.AsyncConnection[dict[str, Any]]] = []
+        self._statement_slots = asyncio.Semaphore(pool_size)
+        """`write_statement`'s own psycopg connections (PostgreSQL), at most `pool_size`."""
         self.engine: AsyncEngine = self._make_engine(
             busy_timeout_seconds, pool_size, connect_timeout_seconds
         )
@@ -186,13 +217,7 @@ class Database:
         @event.listens_for(engine.sync_engine, "connect")
         def _on_connect(dbapi_conn: Any, _record: Any) -> None:
             dbapi_conn.isolation_level = None  # we emit BEGIN ourselves, see module docstring
-            cur = dbapi_conn.cursor()
-            if is_file:
-                cur.execute("PRAGMA journal_mode=WAL")
-            cur.execute(f"PRAGMA busy_timeout={busy_ms}")
-            cur.execute("PRAGMA foreign_keys=ON")
-            cur.execute("PRAGMA synchronous=NORMAL")
-            cur.close()
+            _sqlite_pragmas(dbapi_conn, is_file=is_file, busy_ms=busy_ms)
 
         @event.listens_for(engine.sync_engine, "begin")
         def _on_begin(conn: Connection) -> None:
@@ -206,6 +231,11 @@ class Database:
     async def dispose(self) -> None:
         """Stop listening and close every pooled connection."""
         await self.stop_listening()
+        if self._inline is not None:
+            self._inline.dispose()
+            self._inline = None
+        while self._statement_idle:
+            await self._statement_idle.pop().close()
         await self.engine.dispose()
 
     # --- transactions -------------------------------------------------------------------------
@@ -242,34 +272,74 @@ class Database:
         return not self._sqlite
 
     async def write_statement(
-        self, stmt: Executable, params: dict[str, Any], *, wake: tuple[str, ...] = ()
-    ) -> list[Row[Any]]:
+        self, stmt: PgStatement, params: dict[str, Any], *, wake: tuple[str, ...] = ()
+    ) -> list[dict[str, Any]]:
         """PostgreSQL: run one statement as its own transaction, in one round trip.
 
-        The connection is in autocommit mode, so there is no BEGIN or COMMIT to wait for: the
-        statement commits as a whole or not at all (data-modifying CTEs included). A NOTIFY for
-        other processes belongs inside the statement (`pg_notify`); `wake` names the local
-        channels to wake after it. Retried on transient conflicts like `write`.
+        On a plain psycopg connection in autocommit mode (a small pool of its own, apart from
+        the engine's): there is no BEGIN or COMMIT to wait for, the statement commits as a
+        whole or not at all (data-modifying CTEs included), and none of SQLAlchemy's per-call
+        work (checkout, isolation switch, compile-cache lookup, type processing) is paid; psycopg
+        prepares the statement server-side after a few runs. Rows come back as dicts of
+        psycopg's values (timestamps aware, JSON parsed). A NOTIFY for other processes belongs
+        inside the statement (`pg_notify`); `wake` names the local channels to wake after it.
+        Retried on transient conflicts like `write`.
         """
         if self._sqlite:
             raise RuntimeError("write_statement is for PostgreSQL; use write_in_thread")
+        values = {**stmt.constants, **params}
         policy = self.write_retry
         for attempt in range(1, policy.attempts + 1):
             try:
                 if self.counter is not None:
                     self.counter.note_write_begin()
-                async with self.engine.connect() as conn:
-                    await conn.execution_options(isolation_level="AUTOCOMMIT")
-                    rows = list((await conn.execute(stmt, params)).all())
+                began = time.perf_counter()
+                rows, rowcount = await self._run_statement(stmt.sql, values)
+                if self.counter is not None:
+                    took = time.perf_counter() - began
+                    if self.counter.note_statement(stmt.sql, rowcount, took):
+                        self.counter.note_write_transaction()
                 break
             except Exception as exc:
-                if not is_transient_write_conflict(exc) or attempt == policy.attempts:
+                if not is_transient_write_conflict(exc):
+                    raise
+                self.stats.locked_errors += 1
+                if attempt == policy.attempts:
                     raise
                 self.stats.write_conflicts += 1
                 await asyncio.sleep(policy.delay(attempt))
         for channel in wake:
             self.bus.wake(channel)
         return rows
+
+    async def _run_statement(
+        self, sql: str, params: dict[str, Any]
+    ) -> tuple[list[dict[str, Any]], int]:
+        async with self._statement_slots:
+            conn = None
+            while self._statement_idle and conn is None:
+                conn = self._statement_idle.pop()
+                if conn.closed or conn.broken:
+                    conn = None
+            if conn is None:
+                conn = await psycopg.AsyncConnection.connect(
+                    self._conninfo,
+                    autocommit=True,
+                    row_factory=dict_row,
+                    connect_timeout=self._connect_timeout,
+                )
+            reusable = False
+            try:
+                cur = await conn.execute(sql, params)
+                rows = await cur.fetchall()
+                reusable = True
+                return rows, cur.rowcount
+            finally:
+                idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+                if not conn.closed and not conn.broken and (reusable or idle):
+                    self._statement_idle.append(conn)
+                else:
+                    await conn.close()
 
     @property
     def has_db_thread(self) -> bool:
@@ -311,19 +381,50 @@ class Database:
     async def _write_in_thread_once(self, fn: Callable[[Connection], T]) -> tuple[T, set[str]]:
         if self.counter is not None:
             self.counter.note_write_begin()
-        async with self._writer_lock, self.engine.connect() as aconn:
+        async with self._writer_lock:
+            if self.file is None or not self.sqlite_inline_writes:
+                return await self._write_on_pool_thread(fn)
+            engine = self._inline_engine()
+            inline = _run_sync_write(engine, fn, nowait_busy_ms=self._busy_ms)
+            if inline is not None:
+                return inline
+            # Another connection holds SQLite's write lock (a second `Database` on this file):
+            # wait for it on a worker thread, never in a busy handler on the loop's.
+            return await asyncio.to_thread(_run_sync_write, engine, fn)
+
+    def _inline_engine(self) -> Engine:
+        """A synchronous engine over this database's own SQLite connection for inline writes.
+
+        Apart from the pool: checking a pooled aiosqlite connection out and back in costs a
+        thread hand-off (the reset on return), which is what inline writes avoid. Used only
+        under the writer lock, so by one caller at a time.
+        """
+        if self._inline is None:
+            path, busy_ms = str(self.file), self._busy_ms
+
+            def connect() -> sqlite3.Connection:
+                raw = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+                _sqlite_pragmas(raw, is_file=True, busy_ms=busy_ms)
+                return raw
+
+            engine = create_engine(
+                "sqlite://", creator=connect, poolclass=StaticPool, pool_reset_on_return=None
+            )
+            if self.counter is not None:
+                self.counter.attach(engine)
+            event.listen(engine, "handle_error", self._count_conflict)
+            self._inline = engine
+        return self._inline
+
+    async def _write_on_pool_thread(self, fn: Callable[[Connection], T]) -> tuple[T, set[str]]:
+        """`fn` as one call on a pooled aiosqlite connection's thread (in-memory databases)."""
+        async with self.engine.connect() as aconn:
             fairy = await aconn.get_raw_connection()
             aio: Any = fairy.driver_connection  # the aiosqlite.Connection
             sync_engine = fairy.info.get("dy_thread_engine")
             if sync_engine is None:
                 sync_engine = self._thread_engine(aio)
                 fairy.info["dy_thread_engine"] = sync_engine
-            if self.sqlite_inline_writes:
-                inline = _run_sync_write(sync_engine, fn, nowait_busy_ms=self._busy_ms)
-                if inline is not None:
-                    return inline
-            # Another connection holds SQLite's write lock (a second `Database` on this file):
-            # wait for it on the database thread, never in a busy handler on the loop's.
             ctx = contextvars.copy_context()  # the statement counter reads `current_loop`
             out: tuple[T, set[str]] = await aio._execute(ctx.run, _run_sync_write, sync_engine, fn)
             return out
@@ -457,8 +558,7 @@ class Database:
         """Receive other processes' NOTIFYs on a dedicated connection (PostgreSQL only)."""
         if self._sqlite or self._listener is not None:
             return
-        conninfo = self.url.set(drivername="postgresql").render_as_string(hide_password=False)
-        self._listener = PgListener(conninfo, NOTIFY_CHANNEL, self.bus, *self._notify_delays)
+        self._listener = PgListener(self._conninfo, NOTIFY_CHANNEL, self.bus, *self._notify_delays)
         await self._listener.start()
 
     async def stop_listening(self) -> None:
@@ -466,6 +566,17 @@ class Database:
         if self._listener is not None:
             await self._listener.stop()
             self._listener = None
+
+
+def _sqlite_pragmas(dbapi_conn: Any, *, is_file: bool, busy_ms: int) -> None:
+    """Every SQLite connection's settings: WAL (for files), busy timeout, foreign keys."""
+    cur = dbapi_conn.cursor()
+    if is_file:
+        cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute(f"PRAGMA busy_timeout={busy_ms}")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.close()
 
 
 def _begin_immediate_nowait(raw: sqlite3.Connection, busy_ms: int) -> bool:

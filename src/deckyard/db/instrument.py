@@ -79,19 +79,34 @@ class StatementCounter:
         conn.info["dy_t0"] = time.perf_counter()
 
     def _after(self, conn: Connection, cursor: Any, sql: str, *args: Any) -> None:
+        seconds = time.perf_counter() - conn.info.pop("dy_t0", time.perf_counter())
+        if self.note_statement(sql, cursor.rowcount, seconds):
+            conn.info["dy_wrote"] = True
+
+    def note_statement(self, sql: str, rowcount: int, seconds: float) -> bool:
+        """Count one statement run outside the engine's events; True when it is a write.
+
+        `Database.write_statement` runs its statements on plain psycopg connections and counts
+        them here (each one is its own transaction, so a write also counts as one).
+        """
         counters = self.by_loop[current_loop.get()]
-        counters.seconds += time.perf_counter() - conn.info.pop("dy_t0", time.perf_counter())
+        counters.seconds += seconds
         if _CONTROL.match(sql):
-            return
+            return False
         if is_write_statement(sql):
             counters.writes += 1
-            conn.info["dy_wrote"] = True
-            if cursor.rowcount == 0:
+            if rowcount == 0:
                 counters.zero_row_writes += 1
-        elif _NOTIFY.search(sql):
+            return True
+        if _NOTIFY.search(sql):
             counters.notifies += 1
         else:
             counters.reads += 1
+        return False
+
+    def note_write_transaction(self) -> None:
+        """Count a committed write transaction that the engine's events did not see."""
+        self.by_loop[current_loop.get()].write_transactions += 1
 
     def _commit(self, conn: Connection) -> None:
         if conn.info.pop("dy_wrote", False):

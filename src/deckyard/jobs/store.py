@@ -12,17 +12,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import (
-    JSON,
-    Column,
     ColumnElement,
     Connection,
-    Row,
     and_,
     bindparam,
     case,
@@ -36,7 +33,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from deckyard.db import NOTIFY_CHANNEL, Database, UTCDateTime
+from deckyard.db import NOTIFY_CHANNEL, Database, PgStatement, UTCDateTime
 from deckyard.jobs.actor import current_actor
 from deckyard.jobs.models import Job, JobEvent
 from deckyard.jobs.schema import EVENT_COLUMNS, JOB_COLUMNS, job_events, jobs
@@ -221,15 +218,8 @@ event AS (
 )
 SELECT inserted.*, (SELECT pg_notify(:channel, :wake)) AS notified FROM inserted
 """
-_HAND_OFF = (
-    text(_HAND_OFF_PG)
-    .bindparams(
-        *(bindparam(k, type_=UTCDateTime()) for k in _CLAIMED_KEYS if k.endswith("_at")),
-        started=EventType.STARTED.value,
-        channel=NOTIFY_CHANNEL,
-        wake=WAKE_EVENTS,
-    )
-    .columns(*JOB_COLUMNS, Column("notified"))
+_HAND_OFF = PgStatement.named(
+    _HAND_OFF_PG, started=EventType.STARTED.value, channel=NOTIFY_CHANNEL, wake=WAKE_EVENTS
 )
 """PostgreSQL's hand-off: one statement, built once."""
 
@@ -899,24 +889,19 @@ SELECT CASE WHEN row_number() OVER () = 1 THEN head.settled END AS settled,
 FROM head LEFT JOIN claimed ON true
 """
 # `settled` comes once, on the first row, not parsed again on every claimed row.
-_SETTLE_CLAIM = (
-    text(_SETTLE_CLAIM_PG)
-    .bindparams(
-        bindparam("now", type_=UTCDateTime()),
-        bindparam("until", type_=UTCDateTime()),
-        running=RUNNING,
-        pending=PENDING,
-        succeeded=JobStatus.SUCCEEDED.value,
-        failed=JobStatus.FAILED.value,
-        cancelled=JobStatus.CANCELLED.value,
-        e_cancelled=JobErrorCode.CANCELLED.value,
-        e_deadline=JobErrorCode.DEADLINE_EXCEEDED.value,
-        cas_lost=EventType.CAS_LOST.value,
-        started=EventType.STARTED.value,
-        channel=NOTIFY_CHANNEL,
-        payload=WAKE_EVENTS,
-    )
-    .columns(Column("settled", JSON), Column("notified"), *JOB_COLUMNS)
+_SETTLE_CLAIM = PgStatement.named(
+    _SETTLE_CLAIM_PG,
+    running=RUNNING,
+    pending=PENDING,
+    succeeded=JobStatus.SUCCEEDED.value,
+    failed=JobStatus.FAILED.value,
+    cancelled=JobStatus.CANCELLED.value,
+    e_cancelled=JobErrorCode.CANCELLED.value,
+    e_deadline=JobErrorCode.DEADLINE_EXCEEDED.value,
+    cas_lost=EventType.CAS_LOST.value,
+    started=EventType.STARTED.value,
+    channel=NOTIFY_CHANNEL,
+    payload=WAKE_EVENTS,
 )
 """PostgreSQL's `jobs_settle_claim`: one statement, built once."""
 
@@ -941,18 +926,21 @@ async def _settle_claim_statement(
         "until": now + timedelta(seconds=lease),
     }
     rows = await db.write_statement(_SETTLE_CLAIM, params, wake=(WAKE_EVENTS,))
-    settled = next(r.settled for r in rows if r.settled is not None)
+    settled = next(r["settled"] for r in rows if r["settled"] is not None)
     statuses = {int(i): str(status) for i, status in settled}
-    claimed = sorted((_job_of(r) for r in rows if r.id is not None), key=_claim_order)
+    claimed = sorted((_job_of(r) for r in rows if r["id"] is not None), key=_claim_order)
     return statuses, claimed
 
 
-def _job_of(row: Row[Any]) -> Job:
-    """A Job from a row holding every `jobs` column and maybe others (which are left out)."""
-    m = row._mapping
-    values = {name: m[name] for name in _JOB_KEYS}
+def _job_of(row: Mapping[str, Any]) -> Job:
+    """A Job from a `write_statement` row holding every `jobs` column (others are left out)."""
+    values = {name: row[name] for name in _JOB_KEYS}
     values["status"] = JobStatus(values["status"])
+    for name in _JOB_TIMES:
+        if values[name] is not None:
+            values[name] = values[name].astimezone(UTC)
     return Job(**values)
 
 
 _JOB_KEYS = tuple(c.name for c in JOB_COLUMNS)
+_JOB_TIMES = tuple(c.name for c in JOB_COLUMNS if isinstance(c.type, UTCDateTime))

@@ -18,8 +18,8 @@ from deckyard.config import Settings
 from deckyard.db import Database
 from deckyard.db.migrate import upgrade
 from deckyard.jobs import Runtime
+from deckyard.render.control.models import ScreenshotSpec
 from deckyard.render.control.service import RenderService
-from deckyard.render.control.spec import ScreenshotSpec
 from tests.drills.control_fixtures import DRILL_SETTINGS
 
 

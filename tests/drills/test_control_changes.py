@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from deckyard.jobs import JobStatus
-from deckyard.render.control.spec import ScreenshotSpec
+from deckyard.render.control.models import ScreenshotSpec
 from tests.drills.control_fixtures import hygiene, nav, running_plane, shared_renderer
 from tests.drills.support import RendererProcess, decode_png
 

@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 
 from deckyard.jobs import JobStatus
-from deckyard.render.control.spec import ScreenshotSpec
-from deckyard.render.control.status import AttemptState, RequestStatus
+from deckyard.render.control.models import AttemptState, RequestStatus, ScreenshotSpec
 from tests.drills.conftest import LIVE, start_renderer
 from tests.drills.control_fixtures import (
     STOPPED_EPOCHS,

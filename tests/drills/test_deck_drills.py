@@ -25,9 +25,8 @@ from deckyard.decks.validation.result import ValidationStatus
 from deckyard.decks.validation.rules import compile_outcome, validation_result
 from deckyard.jobs import JobContext, JobStatus, Runtime
 from deckyard.render.control.deck_requests import PageRender
+from deckyard.render.control.models import AttemptState, RequestStatus, ScreenshotSpec
 from deckyard.render.control.service import RenderService
-from deckyard.render.control.spec import ScreenshotSpec
-from deckyard.render.control.status import AttemptState, RequestStatus
 from tests.drills.conftest import LIVE, start_renderer
 from tests.drills.control_fixtures import (
     STOPPED_EPOCHS,

@@ -23,15 +23,17 @@ from deckyard.config import Settings
 from deckyard.db import Database
 from deckyard.db.migrate import upgrade
 from deckyard.jobs import Runtime
-from deckyard.render.control.admission import RenderQueueFull
 from deckyard.render.control.client import RendererSource, RendererSources
-from deckyard.render.control.coordinator import Coordinator
-from deckyard.render.control.models import RenderRequest
+from deckyard.render.control.coordinator import Coordinator, RenderQueueFull
+from deckyard.render.control.models import (
+    AttemptState,
+    RenderRequest,
+    RequestStatus,
+    ScreenshotSpec,
+)
 from deckyard.render.control.schema import render_attempts, render_requests, render_workers
 from deckyard.render.control.screenshots import wait_for_terminal
 from deckyard.render.control.service import RenderService
-from deckyard.render.control.spec import ScreenshotSpec
-from deckyard.render.control.status import AttemptState, RequestStatus
 from deckyard.render.control.store import (
     NewRequest,
     ResultRefused,

@@ -11,9 +11,8 @@ from datetime import UTC, datetime, timedelta
 
 from deckyard.config import Settings
 from deckyard.db import Database
-from deckyard.render.control.admission import admit_due
-from deckyard.render.control.models import DECK_KIND, RenderAttempt
-from deckyard.render.control.status import RendererState, RequestStatus
+from deckyard.render.control.coordinator import admit_due
+from deckyard.render.control.models import DECK_KIND, RenderAttempt, RendererState, RequestStatus
 from deckyard.render.control.store import (
     NewRequest,
     RendererSeen,

@@ -14,9 +14,14 @@ import pytest
 
 from deckyard.config import Settings
 from deckyard.db import Database
-from deckyard.render.control.admission import admit_due
-from deckyard.render.control.models import DECK_KIND, RenderAttempt
-from deckyard.render.control.status import AttemptState, RendererState, RequestStatus
+from deckyard.render.control.coordinator import admit_due
+from deckyard.render.control.models import (
+    DECK_KIND,
+    AttemptState,
+    RenderAttempt,
+    RendererState,
+    RequestStatus,
+)
 from deckyard.render.control.store import (
     NewRequest,
     RendererSeen,

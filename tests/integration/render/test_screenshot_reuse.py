@@ -11,8 +11,8 @@ from types import SimpleNamespace
 from sqlalchemy import func, select, update
 
 from deckyard.jobs.schema import jobs
+from deckyard.render.control.models import ScreenshotSpec
 from deckyard.render.control.schema import render_requests
-from deckyard.render.control.spec import ScreenshotSpec
 from tests.helpers.api import running_app
 
 

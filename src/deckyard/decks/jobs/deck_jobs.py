@@ -32,7 +32,7 @@ from deckyard.decks.site.verify import verify_site_zip
 from deckyard.decks.source.limits import DeckLimits, site_zip_limits
 from deckyard.decks.validation.render_check import RenderGateway
 from deckyard.jobs import JobContext, JobError
-from deckyard.render.control.spec import ScreenshotSpec
+from deckyard.render.control.models import ScreenshotSpec
 
 
 def _compile_failed(exc: CompileError) -> JobError:

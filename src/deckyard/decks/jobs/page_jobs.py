@@ -47,7 +47,7 @@ from deckyard.decks.validation.page_check import PageCheck, PageValidator
 from deckyard.decks.validation.render_check import RenderGateway
 from deckyard.decks.validation.rules import is_validation_passed
 from deckyard.jobs import JobContext, JobError
-from deckyard.render.control.spec import ScreenshotSpec
+from deckyard.render.control.models import ScreenshotSpec
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import Any
 from deckyard.artifacts import ArtifactStore
 from deckyard.decks.store import PageVersionRow
 from deckyard.decks.validation.page_check import PageCheck
-from deckyard.render.control.spec import ScreenshotSpec
+from deckyard.render.control.models import ScreenshotSpec
 
 
 def screenshot_pointer(

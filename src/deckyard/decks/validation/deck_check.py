@@ -26,7 +26,7 @@ from deckyard.decks.validation.rules import (
 )
 from deckyard.jobs import JobContext
 from deckyard.render.control.deck_requests import PageRender
-from deckyard.render.control.spec import ScreenshotSpec
+from deckyard.render.control.models import ScreenshotSpec
 from deckyard.render.protocol import RenderErrorCode
 
 NO_RENDERER = "no renderer is up; start one (deckyard serve --renderers 1) and retry"

@@ -19,7 +19,7 @@ from deckyard.decks.validation.rules import (
     render_outcome_skipped,
     validation_result,
 )
-from deckyard.render.control.spec import ScreenshotSpec
+from deckyard.render.control.models import ScreenshotSpec
 
 SKIP_REASON = "skip_visual_verification was requested"
 

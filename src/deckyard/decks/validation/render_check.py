@@ -17,9 +17,8 @@ from deckyard.decks.validation.rules import (
     render_outcome_from_error,
 )
 from deckyard.jobs import Job, JobStatus, Runtime, slot_released
+from deckyard.render.control.models import RendererState, RequestStatus, ScreenshotSpec
 from deckyard.render.control.service import RenderQueueFull, RenderService
-from deckyard.render.control.spec import ScreenshotSpec
-from deckyard.render.control.status import RendererState, RequestStatus
 from deckyard.render.protocol import RenderErrorCode
 
 

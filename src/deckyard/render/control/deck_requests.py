@@ -21,15 +21,19 @@ from deckyard.clock import Clock
 from deckyard.config import Settings
 from deckyard.db import Database
 from deckyard.jobs import JobContext, JobError, JobErrorCode, Runtime
-from deckyard.render.control.models import DECK_KIND, RenderRequest
+from deckyard.render.control.models import (
+    DECK_KIND,
+    ControlErrorCode,
+    RenderRequest,
+    RequestStatus,
+    ScreenshotSpec,
+)
 from deckyard.render.control.screenshots import (
     SCREENSHOT_KIND,
     ScreenshotHandler,
     request_to_resume,
     wait_for_terminal,
 )
-from deckyard.render.control.spec import ScreenshotSpec
-from deckyard.render.control.status import ControlErrorCode, RequestStatus
 from deckyard.render.control.store import (
     NewRequest,
     request_cancel_for_jobs,

@@ -23,8 +23,7 @@ from deckyard.clock import Clock
 from deckyard.config import Settings
 from deckyard.db import Database
 from deckyard.render.control.client import ArtifactMismatch, RendererClient, RendererSource
-from deckyard.render.control.models import RenderAttempt, ResultStats
-from deckyard.render.control.status import AttemptState
+from deckyard.render.control.models import AttemptState, RenderAttempt, ResultStats
 from deckyard.render.control.store import ResultRefused, attempt_end
 from deckyard.render.control.store_pages import page_commit
 from deckyard.render.protocol import (

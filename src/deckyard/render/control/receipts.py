@@ -38,8 +38,13 @@ from deckyard.render.control.client import (
     RendererSources,
 )
 from deckyard.render.control.deck_results import DeckCommitter
-from deckyard.render.control.models import RenderAttempt, RenderRequest, ResultStats
-from deckyard.render.control.status import AttemptState, RequestStatus
+from deckyard.render.control.models import (
+    AttemptState,
+    RenderAttempt,
+    RenderRequest,
+    RequestStatus,
+    ResultStats,
+)
 from deckyard.render.control.store import (
     ResultRefused,
     attempt_end,

@@ -35,10 +35,14 @@ from deckyard.clock import Clock
 from deckyard.config import Settings
 from deckyard.db import Database
 from deckyard.jobs import JobContext, JobError, JobErrorCode, JobStatus, Runtime
-from deckyard.render.control.admission import queue_check
-from deckyard.render.control.models import RenderRequest
-from deckyard.render.control.spec import ScreenshotSpec
-from deckyard.render.control.status import WAKE_REQUESTS, RendererState, RequestStatus
+from deckyard.render.control.coordinator import queue_check
+from deckyard.render.control.models import (
+    WAKE_REQUESTS,
+    RendererState,
+    RenderRequest,
+    RequestStatus,
+    ScreenshotSpec,
+)
 from deckyard.render.control.store import (
     NewRequest,
     renderer_list,

@@ -14,11 +14,10 @@ from deckyard.config import Settings
 from deckyard.db import Database
 from deckyard.jobs import Job, Runtime
 from deckyard.loop import Loop
-from deckyard.render.control.admission import RenderQueueFull, queue_check
 from deckyard.render.control.client import RendererSources, configured_sources
-from deckyard.render.control.coordinator import Coordinator
+from deckyard.render.control.coordinator import Coordinator, RenderQueueFull, queue_check
 from deckyard.render.control.deck_requests import DeckRenders
-from deckyard.render.control.models import RenderAttempt, RenderPage, RenderRequest
+from deckyard.render.control.models import RenderAttempt, RenderPage, RenderRequest, ScreenshotSpec
 from deckyard.render.control.screenshots import (
     RENDER_QUEUE,
     SCREENSHOT_KIND,
@@ -27,7 +26,6 @@ from deckyard.render.control.screenshots import (
     request_forget,
     wait_for_terminal,
 )
-from deckyard.render.control.spec import ScreenshotSpec
 from deckyard.render.control.store import (
     attempts_of_request,
     occupancy_snapshot,

@@ -26,20 +26,22 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from deckyard.db import Database
 from deckyard.jobs.status import ACTIVE, ACTIVE_PREDICATE
-from deckyard.render.control.models import RenderAttempt, Renderer, RenderRequest
+from deckyard.render.control.models import (
+    ACTIVE_ATTEMPT,
+    WAKE_RENDER,
+    WAKE_REQUESTS,
+    AttemptState,
+    RenderAttempt,
+    Renderer,
+    RendererState,
+    RenderRequest,
+    RequestStatus,
+)
 from deckyard.render.control.schema import (
     render_attempts,
     render_pages,
     render_requests,
     render_workers,
-)
-from deckyard.render.control.status import (
-    ACTIVE_ATTEMPT,
-    WAKE_RENDER,
-    WAKE_REQUESTS,
-    AttemptState,
-    RendererState,
-    RequestStatus,
 )
 from deckyard.render.protocol import RenderErrorCode
 

@@ -18,14 +18,16 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from deckyard.db import Database
 from deckyard.render.control.models import (
+    ACTIVE_ATTEMPT,
     DECK_KIND,
     PAGE_COMMITTED,
     PAGE_PENDING,
+    AttemptState,
     RenderAttempt,
     RenderPage,
+    RequestStatus,
 )
 from deckyard.render.control.schema import render_attempts, render_pages, render_requests
-from deckyard.render.control.status import ACTIVE_ATTEMPT, AttemptState, RequestStatus
 from deckyard.render.control.store import ResultRefused, wake_on_commit
 
 A = render_attempts

@@ -25,9 +25,8 @@ import uvicorn
 
 from deckyard.config import Settings
 from deckyard.render.processes import EPOCH_ENV
-from deckyard.render.renderer.app import create_app
+from deckyard.render.renderer.app import RendererRuntime, create_app
 from deckyard.render.renderer.browser.pool import ChromiumNotFoundError
-from deckyard.render.renderer.runtime import RendererRuntime
 
 log = logging.getLogger("deckyard.renderer")
 

@@ -6,6 +6,11 @@ render's context and proxy closed; a document render's tab handed back for a bac
 after a success, closed after anything else) before its terminal status. Terminal attempts and
 their artefacts are kept for `renderer_artifact_ttl_seconds`, then swept; after that the renderer
 answers `unknown`.
+
+`ChangeFeed` counts attempt endings for `GET /v1/changes?after=N&wait=S`, which answers as soon
+as the count passes `N` (or after `S` seconds, capped by `renderer_changes_max_wait_seconds`):
+the control plane keeps one such long-poll open per renderer while it has attempts there. Nothing
+is stored: the count starts at 0 with each epoch.
 """
 
 from __future__ import annotations
@@ -50,8 +55,31 @@ from deckyard.render.renderer.browser.capture import (
 )
 from deckyard.render.renderer.browser.pool import BrowserHandle, BrowserPool
 from deckyard.render.renderer.browser.tabs import CleanupTimeoutError, DocumentTab, TabPool
-from deckyard.render.renderer.changes import ChangeFeed
 from deckyard.render.renderer.ssrf import UrlGuard
+
+
+class ChangeFeed:
+    """Counts attempt endings; `wait_past` blocks until the count moves past what was seen."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._moved = asyncio.Event()
+
+    def bump(self) -> None:
+        """Record that an attempt ended and wake every waiter."""
+        self.count += 1
+        moved, self._moved = self._moved, asyncio.Event()
+        moved.set()
+
+    async def wait_past(self, seen: int, timeout: float) -> int:
+        """The count once it is above `seen`, or the current one after `timeout` seconds."""
+        if self.count > seen:
+            return self.count
+        moved = self._moved
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(moved.wait(), timeout)
+        return self.count
+
 
 log = logging.getLogger(__name__)
 

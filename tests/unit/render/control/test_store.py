@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from deckyard.render.control.models import Renderer
-from deckyard.render.control.status import RendererState
+from deckyard.render.control.models import Renderer, RendererState
 from deckyard.render.control.store import RendererSeen, renderer_differs
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

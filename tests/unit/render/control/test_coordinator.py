@@ -7,9 +7,8 @@ from datetime import UTC, datetime
 import pytest
 
 from deckyard.config import Settings
-from deckyard.render.control.admission import RenderQueueFull, free_slot, queue_check
-from deckyard.render.control.models import Renderer
-from deckyard.render.control.status import RendererState
+from deckyard.render.control.coordinator import RenderQueueFull, free_slot, queue_check
+from deckyard.render.control.models import Renderer, RendererState
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

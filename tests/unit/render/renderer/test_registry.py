@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from deckyard.render.renderer.changes import ChangeFeed
+from deckyard.render.renderer.registry import ChangeFeed
 
 
 async def test_a_waiter_wakes_on_the_next_ending_and_a_late_one_returns_at_once() -> None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, insert, select, text, update
+from sqlalchemy import ColumnElement, func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from deckyard.db import Database
@@ -163,13 +163,14 @@ async def requests_direct_active_count(
     return sum(counts.values()), counts.get(workspace_id, 0)
 
 
-async def request_cancel(
-    db: Database, conn: AsyncConnection, request_id: int, now: datetime
+async def _cancel_matching(
+    db: Database, conn: AsyncConnection, match: ColumnElement[bool], now: datetime
 ) -> int:
-    """Cancel one active request: a pending one ends now, a running one is asked to stop."""
+    """Cancel the active requests `match` selects: pending ones end now, running ones are asked
+    to stop. Wakes the request waiters on commit when any was touched; returns how many."""
     ended = await conn.execute(
         update(R)
-        .where(R.c.id == request_id, R.c.status == RequestStatus.PENDING.value)
+        .where(match, R.c.status == RequestStatus.PENDING.value)
         .values(
             status=RequestStatus.CANCELLED.value,
             cancel_requested_at=now,
@@ -181,17 +182,20 @@ async def request_cancel(
     )
     asked = await conn.execute(
         update(R)
-        .where(
-            R.c.id == request_id,
-            R.c.status == RequestStatus.RUNNING.value,
-            R.c.cancel_requested_at.is_(None),
-        )
+        .where(match, R.c.status == RequestStatus.RUNNING.value, R.c.cancel_requested_at.is_(None))
         .values(cancel_requested_at=now, updated_at=now)
     )
     touched = int(ended.rowcount + asked.rowcount)
     if touched:
         wake_on_commit(db, conn)
     return touched
+
+
+async def request_cancel(
+    db: Database, conn: AsyncConnection, request_id: int, now: datetime
+) -> int:
+    """Cancel one active request: a pending one ends now, a running one is asked to stop."""
+    return await _cancel_matching(db, conn, R.c.id == request_id, now)
 
 
 async def request_latest_of_job(conn: AsyncConnection, job_id: int) -> RenderRequest | None:
@@ -354,31 +358,7 @@ async def request_cancel_for_jobs(
     Runs inside the job cancel's own transaction (a `Runtime.on_cancel` hook), so a cancelled
     job never leaves a live request behind. Returns how many requests it touched.
     """
-    ended = await conn.execute(
-        update(R)
-        .where(R.c.parent_job_id.in_(list(job_ids)), R.c.status == RequestStatus.PENDING.value)
-        .values(
-            status=RequestStatus.CANCELLED.value,
-            cancel_requested_at=now,
-            error_code=RenderErrorCode.CANCELLED.value,
-            error_message="cancelled before an attempt started",
-            finished_at=now,
-            updated_at=now,
-        )
-    )
-    asked = await conn.execute(
-        update(R)
-        .where(
-            R.c.parent_job_id.in_(list(job_ids)),
-            R.c.status == RequestStatus.RUNNING.value,
-            R.c.cancel_requested_at.is_(None),
-        )
-        .values(cancel_requested_at=now, updated_at=now)
-    )
-    touched = ended.rowcount + asked.rowcount
-    if touched:
-        wake_on_commit(db, conn)
-    return touched
+    return await _cancel_matching(db, conn, R.c.parent_job_id.in_(list(job_ids)), now)
 
 
 async def request_admit(

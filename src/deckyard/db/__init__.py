@@ -1,6 +1,6 @@
 """The persistence seam: the only package that knows which database it talks to."""
 
-from deckyard.db.engine import NOTIFY_CHANNEL, Database, PgStatement, normalize_url, sqlite_file
+from deckyard.db.engine import NOTIFY_CHANNEL_SQL, Database, PgStatement, normalize_url, sqlite_file
 from deckyard.db.errors import is_connection_lost, is_storage_full, is_transient_write_conflict
 from deckyard.db.instrument import StatementCounter, current_loop
 from deckyard.db.notify import ANY_CHANNEL, Subscription, WakeupBus
@@ -10,7 +10,7 @@ from deckyard.db.types import JSONPayload, UTCDateTime
 
 __all__ = [
     "ANY_CHANNEL",
-    "NOTIFY_CHANNEL",
+    "NOTIFY_CHANNEL_SQL",
     "Database",
     "JSONPayload",
     "PgStatement",

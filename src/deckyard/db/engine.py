@@ -50,7 +50,17 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-NOTIFY_CHANNEL = "deckyard"
+NOTIFY_CHANNEL_SQL = (
+    "'deckyard.' || CASE WHEN octet_length(current_schema()) <= 54 "
+    "THEN current_schema() ELSE md5(current_schema()) END"
+)
+"""SQL for the NOTIFY channel of the connection's schema: `deckyard.<schema>`.
+
+Per schema, so deployments (or test runs) in different schemas of one database do not wake
+each other. A channel name has at most 63 bytes, so a longer schema name is replaced by its
+md5. Evaluated by the connection that writes, so a NOTIFY always names the schema its rows
+went to; the listener evaluates it on its own connection (same URL, same `search_path`).
+"""
 _WRITE_OPTION = "deckyard_write"
 
 
@@ -486,8 +496,10 @@ class Database:
             return
         channels = sorted(conn.info.get("dy_wake", ()))
         if channels:
-            calls = ", ".join(f"pg_notify(:c, :p{i})" for i in range(len(channels)))
-            params = {"c": NOTIFY_CHANNEL, **{f"p{i}": ch for i, ch in enumerate(channels)}}
+            calls = ", ".join(
+                f"pg_notify({NOTIFY_CHANNEL_SQL}, :p{i})" for i in range(len(channels))
+            )
+            params = {f"p{i}": ch for i, ch in enumerate(channels)}
             await conn.execute(text(f"SELECT {calls}"), params)
 
     def insert_ignoring_conflicts(
@@ -558,7 +570,9 @@ class Database:
         """Receive other processes' NOTIFYs on a dedicated connection (PostgreSQL only)."""
         if self._sqlite or self._listener is not None:
             return
-        self._listener = PgListener(self._conninfo, NOTIFY_CHANNEL, self.bus, *self._notify_delays)
+        self._listener = PgListener(
+            self._conninfo, NOTIFY_CHANNEL_SQL, self.bus, *self._notify_delays
+        )
         await self._listener.start()
 
     async def stop_listening(self) -> None:

@@ -8,6 +8,7 @@ import logging
 from collections import defaultdict
 
 import psycopg
+from psycopg import sql
 
 log = logging.getLogger(__name__)
 
@@ -89,20 +90,24 @@ class WakeupBus:
 class PgListener:
     """Forwards PostgreSQL NOTIFYs on one channel to the bus; reconnects after a drop.
 
-    Each notification's payload is the bus channel to wake. After a reconnect every channel is
-    woken, because notifications sent while we were away are gone.
+    The channel's name is what `channel_sql` evaluates to on the listening connection (the
+    schema's channel), read on every connect. Each notification's payload is the bus channel
+    to wake. After a reconnect every channel is woken, because notifications sent while we
+    were away are gone.
     """
 
     def __init__(
         self,
         conninfo: str,
-        channel: str,
+        channel_sql: str,
         bus: WakeupBus,
         reconnect_delay: float,
         reconnect_max_delay: float,
     ) -> None:
         self._conninfo = conninfo
-        self._channel = channel
+        self._channel_sql = channel_sql
+        self.channel: str | None = None
+        """The channel listened to, once connected."""
         self._bus = bus
         self._delay = reconnect_delay
         self._max_delay = reconnect_max_delay
@@ -139,7 +144,12 @@ class PgListener:
         while True:
             try:
                 self._conn = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True)
-                await self._conn.execute(f'LISTEN "{self._channel}"')
+                cur = await self._conn.execute(f"SELECT {self._channel_sql}")
+                row = await cur.fetchone()
+                if row is None or not isinstance(row[0], str):
+                    raise RuntimeError("no current schema to name the NOTIFY channel after")
+                self.channel = row[0]
+                await self._conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
                 if not first:
                     log.warning("LISTEN connection restored; waking every loop to catch up")
                     self._bus.wake_all()

@@ -33,7 +33,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from deckyard.db import NOTIFY_CHANNEL, Database, PgStatement, UTCDateTime
+from deckyard.db import NOTIFY_CHANNEL_SQL, Database, PgStatement, UTCDateTime
 from deckyard.jobs.actor import current_actor
 from deckyard.jobs.models import Job, JobEvent
 from deckyard.jobs.schema import EVENT_COLUMNS, JOB_COLUMNS, job_events, jobs
@@ -216,11 +216,9 @@ event AS (
     SELECT id, :started, jsonb_build_object('attempt', 1), :created_at FROM inserted
     RETURNING id
 )
-SELECT inserted.*, (SELECT pg_notify(:channel, :wake)) AS notified FROM inserted
+SELECT inserted.*, (SELECT pg_notify({NOTIFY_CHANNEL_SQL}, :wake)) AS notified FROM inserted
 """
-_HAND_OFF = PgStatement.named(
-    _HAND_OFF_PG, started=EventType.STARTED.value, channel=NOTIFY_CHANNEL, wake=WAKE_EVENTS
-)
+_HAND_OFF = PgStatement.named(_HAND_OFF_PG, started=EventType.STARTED.value, wake=WAKE_EVENTS)
 """PostgreSQL's hand-off: one statement, built once."""
 
 
@@ -881,7 +879,7 @@ head AS (
         (SELECT COALESCE(json_agg(json_build_array(done.id, done.status)), '[]') FROM done)
             AS settled,
         (SELECT count(*) FROM (
-            SELECT pg_notify(:channel, :payload) WHERE EXISTS (SELECT 1 FROM ev)
+            SELECT pg_notify({NOTIFY_CHANNEL_SQL}, :payload) WHERE EXISTS (SELECT 1 FROM ev)
         ) AS n) AS notified
 )
 SELECT CASE WHEN row_number() OVER () = 1 THEN head.settled END AS settled,
@@ -900,7 +898,6 @@ _SETTLE_CLAIM = PgStatement.named(
     e_deadline=JobErrorCode.DEADLINE_EXCEEDED.value,
     cas_lost=EventType.CAS_LOST.value,
     started=EventType.STARTED.value,
-    channel=NOTIFY_CHANNEL,
     payload=WAKE_EVENTS,
 )
 """PostgreSQL's `jobs_settle_claim`: one statement, built once."""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import uuid
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
@@ -224,6 +226,77 @@ async def test_notify_reaches_another_process_and_survives_a_drop(pg_schema_url:
     finally:
         await sender.dispose()
         await receiver.dispose()
+
+
+@pytest.fixture
+def other_schema_url(pg_schema_url: str) -> Iterator[str]:
+    """A second fresh schema in the same database, its name too long for a channel name."""
+    schema = f"t_{uuid.uuid4().hex}{uuid.uuid4().hex}"[:60]
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    try:
+        yield pg_schema_url.rsplit("%3D", 1)[0] + f"%3D{schema}"
+    finally:
+        with psycopg.connect(PG_URL, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+@pytest.mark.postgres
+async def test_notify_wakes_its_own_schema_only(pg_schema_url: str, other_schema_url: str) -> None:
+    sender_a, sender_b = Database(pg_schema_url), Database(other_schema_url)
+    receiver_a, receiver_b = Database(pg_schema_url), Database(other_schema_url)
+    try:
+        await receiver_a.start_listening()
+        await receiver_b.start_listening()
+        assert receiver_a._listener is not None and receiver_b._listener is not None
+        assert receiver_a._listener.channel != receiver_b._listener.channel
+        things_a, things_b = receiver_a.bus.subscribe("things"), receiver_b.bus.subscribe("things")
+        marker_b = receiver_b.bus.subscribe("marker")
+        async with sender_a.write_transaction() as conn:
+            sender_a.notify(conn, "things")
+        assert await things_a.wait(5.0)
+        # Notifications reach a listener in commit order: once B's later marker arrived, a
+        # wake from A's commit would have arrived before it.
+        async with sender_b.write_transaction() as conn:
+            sender_b.notify(conn, "marker")
+        assert await marker_b.wait(5.0)
+        assert not things_b.pending()
+        async with sender_b.write_transaction() as conn:
+            sender_b.notify(conn, "things")
+        assert await things_b.wait(5.0)
+        assert not things_a.pending()
+    finally:
+        for database in (sender_a, sender_b, receiver_a, receiver_b):
+            await database.dispose()
+
+
+@pytest.mark.postgres
+async def test_job_statements_notify_their_own_schema_only(
+    pg_schema_url: str, other_schema_url: str
+) -> None:
+    """The jobs store's one-statement writes (`pg_notify` inside a CTE) name their schema too."""
+    from deckyard.db.migrate import upgrade
+    from deckyard.jobs.store import WAKE_EVENTS, NewJob, job_hand_off
+
+    writer, receiver_a = Database(pg_schema_url), Database(pg_schema_url)
+    receiver_b, marker = Database(other_schema_url), Database(other_schema_url)
+    try:
+        await upgrade(writer)
+        await receiver_a.start_listening()
+        await receiver_b.start_listening()
+        events_a, events_b = (r.bus.subscribe(WAKE_EVENTS) for r in (receiver_a, receiver_b))
+        marker_b = receiver_b.bus.subscribe("marker")
+        now = datetime.now(UTC)
+        new = NewJob(kind="k", queue="q", payload={}, max_attempts=1, run_at=now)
+        await job_hand_off(writer, new, now, "owner", 30.0)
+        assert await events_a.wait(5.0)
+        async with marker.write_transaction() as conn:
+            marker.notify(conn, "marker")
+        assert await marker_b.wait(5.0)
+        assert not events_b.pending()
+    finally:
+        for database in (writer, receiver_a, receiver_b, marker):
+            await database.dispose()
 
 
 async def test_instrumentation_counts_per_loop(db_url: str) -> None:

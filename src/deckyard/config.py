@@ -140,6 +140,12 @@ class Settings(BaseSettings):
         "Off by default: less CPU per job but fewer 5 ms jobs/s on a loaded machine "
         "(docs/benchmarks.md, issue 15). The hand-off is always one call on SQLite.",
     )
+    job_enqueue_one_hop: bool = Field(
+        True,
+        description="An enqueue without a dedupe key and outside a caller's transaction is one "
+        "write in one hop: one statement with its NOTIFY on PostgreSQL, one synchronous call on "
+        "SQLite.",
+    )
     job_prefetch_max_job_seconds: float = Field(
         0.5,
         ge=0,

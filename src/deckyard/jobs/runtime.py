@@ -33,6 +33,7 @@ from deckyard.jobs.store import (
     events_after,
     events_append,
     job_enqueue,
+    job_enqueue_alone,
     job_get,
     jobs_enqueue,
 )
@@ -311,6 +312,8 @@ class Runtime:
         taker = self._hand_off_worker(new, now)
         if taker is not None:
             return await taker.take_enqueued(new, now)
+        if new.dedupe_key is None and self.settings.job_enqueue_one_hop:
+            return await job_enqueue_alone(self.db, new, now)
         job, _ = await self.db.write(lambda tx: job_enqueue(self.db, tx, new, now))
         return job
 

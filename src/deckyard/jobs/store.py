@@ -222,6 +222,51 @@ _HAND_OFF = PgStatement.named(_HAND_OFF_PG, started=EventType.STARTED.value, wak
 """PostgreSQL's hand-off: one statement, built once."""
 
 
+async def job_enqueue_alone(db: Database, new: NewJob, now: datetime) -> Job:
+    """A plain enqueue (no dedupe key) as a write of its own, in one hop.
+
+    PostgreSQL: one statement (the INSERT and the queue's NOTIFY) in autocommit, on
+    `write_statement`'s psycopg connections: one round trip instead of BEGIN, INSERT, NOTIFY
+    and COMMIT through SQLAlchemy. SQLite: one synchronous call (`write_in_thread`).
+    """
+    if new.dedupe_key is not None:
+        raise ValueError("job_enqueue_alone takes no dedupe key")
+    row = new.row(now)
+    assert tuple(row) == _NEW_KEYS
+    channel = wake_channel(new.queue)
+    if db.has_db_thread:
+
+        def insert_new(conn: Connection) -> Job:
+            job = Job.from_row(conn.execute(_INSERT_NEW, row).one())
+            db.notify(conn, channel)
+            return job
+
+        return await db.write_in_thread(insert_new)
+    row["payload"] = json.dumps(row["payload"])
+    rows = await db.write_statement(_ENQUEUE, {**row, "wake": channel}, wake=(channel,))
+    return _job_of(rows[0])
+
+
+_NEW_KEYS = (
+    *("queue", "kind", "payload", "status", "priority", "run_at", "attempt", "max_attempts"),
+    *("dedupe_key", "deadline_at", "parent_id", "workspace_id", "actor_token_id"),
+    *("created_at", "updated_at"),
+)
+"""The columns `NewJob.row` fills, in its order."""
+_INSERT_NEW = (
+    insert(jobs).values({k: bindparam(k, type_=jobs.c[k].type) for k in _NEW_KEYS})
+).returning(*JOB_COLUMNS)
+_ENQUEUE = PgStatement.named(f"""
+WITH inserted AS (
+    INSERT INTO jobs ({", ".join(_NEW_KEYS)})
+    VALUES ({", ".join(_VALUE.get(k, f":{k}") for k in _NEW_KEYS)})
+    RETURNING {_JOB_NAMES}
+)
+SELECT inserted.*, (SELECT pg_notify({NOTIFY_CHANNEL_SQL}, :wake)) AS notified FROM inserted
+""")
+"""PostgreSQL's plain enqueue: one statement, built once."""
+
+
 _STARTED_EVENT = insert(job_events).values(
     job_id=bindparam("job_id"),
     type=EventType.STARTED.value,

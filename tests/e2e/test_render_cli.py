@@ -7,6 +7,7 @@ import shutil
 import struct
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from deckyard.decks.site.verify import verify_site_zip
 from deckyard.decks.source.limits import site_zip_limits
 from tests.e2e.conftest import DECKYARD, clean_env
 from tests.helpers.decks import EXAMPLE
+from tests.helpers.eventually import eventually_sync
 
 pytestmark = [pytest.mark.chromium, pytest.mark.processes]
 
@@ -87,6 +89,7 @@ def test_validate_exit_codes(tmp_path: Path) -> None:
 HEAVY = ("deckyard.cli.pipeline", "deckyard.node", "playwright", "fastapi", "sqlalchemy")
 PROBE = """
 import sys
+import uuid
 from deckyard.cli import app
 try:
     app(sys.argv[1:])
@@ -122,3 +125,36 @@ def test_usage_errors_exit_2_before_anything_heavy(
     assert done.stdout.strip() == "2 []", done.stdout + done.stderr
     assert message in done.stderr
     assert not (tmp_path / "out").exists()
+
+
+def _processes_with(marker: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if f"DECKYARD_TEST_MARK={marker}".encode() in environ.split(b"\0"):
+            found.append(int(entry.name))
+    return found
+
+
+def test_a_refused_deck_leaves_no_renderer_behind(tmp_path: Path) -> None:
+    # `render` spawns its renderer before it reads the deck; a deck refused then stops it.
+    deck = tmp_path / "deck"
+    (deck / "pages").mkdir(parents=True)
+    (deck / "deck.toml").write_text("title = [unclosed\n")
+    marker = uuid.uuid4().hex
+    done = run(
+        tmp_path,
+        "render",
+        str(deck),
+        "--out",
+        str(tmp_path / "out"),
+        env={"DECKYARD_TEST_MARK": marker},
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "deck.toml" in done.stderr
+    eventually_sync(lambda: not _processes_with(marker), timeout=20, what="no process left")

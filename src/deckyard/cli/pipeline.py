@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from enum import IntEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -43,6 +43,9 @@ from deckyard.decks.validation.result import Severity, ValidationResult, Validat
 from deckyard.jobs import Job, JobStatus
 from deckyard.node import Node
 from deckyard.render.protocol import ErrorKind, error_kind
+
+if TYPE_CHECKING:
+    from deckyard.cli.early_renderer import EarlyRenderer
 
 WORKSPACE = "local"
 PNG_CONFIG: dict[str, Any] = {"format": "png", "scale": 1.0}
@@ -277,8 +280,12 @@ async def run_pipeline(
     formats: set[str],
     database_url: str | None,
     console: Console,
+    early: EarlyRenderer | None = None,
 ) -> RunReport:
-    """Load, store and check the deck; with `out`, also write the artefacts in `formats`."""
+    """Load, store and check the deck; with `out`, also write the artefacts in `formats`.
+
+    `early`, a renderer process already started, becomes the node's supervised renderer.
+    """
     earlier = prepare_output(out) if out is not None else set()
     cache = cache_dir()
     cache.mkdir(parents=True, exist_ok=True)
@@ -303,6 +310,12 @@ async def run_pipeline(
             node = Node(settings)
             # The renderer (a process, then Chromium) starts while the node migrates.
             supervisor = node.render.supervisor
+            if early is not None:
+                if supervisor is not None:
+                    supervisor.adopt(early.process, early.secret, early.name)
+                    early.adopted = True
+                else:
+                    await early.stop(settings.render_renderer_stop_grace_seconds)
             booting = asyncio.create_task(supervisor.start()) if supervisor else None
             entered = False
             try:
@@ -358,31 +371,40 @@ def print_summary(report: RunReport, console: Console) -> None:
     console.print(verdicts[report.exit_code], markup=False)
 
 
-def run_command(
-    deck_dir: Path, out: Path | None, formats: str, database_url: str | None, verbose: bool
+def usage_problem(deck_dir: Path, wanted: set[str]) -> str | None:
+    """Why the arguments cannot run, if they cannot (the CLI checked this already; callers
+    that come here directly get the same answer)."""
+    unknown = wanted - set(FORMATS)
+    if unknown:
+        return f"unknown format(s) {', '.join(sorted(unknown))}; use {','.join(FORMATS)}"
+    if not deck_dir.exists():
+        return f"{deck_dir} does not exist; give a deck folder or a .md file"
+    if deck_dir.is_file() and not is_markdown_file(deck_dir.name):
+        return (
+            f"{deck_dir} is a file; give a deck folder (deck.toml, pages/) or a Markdown deck (.md)"
+        )
+    return None
+
+
+async def run_command(
+    deck_dir: Path,
+    out: Path | None,
+    formats: str,
+    database_url: str | None,
+    verbose: bool,
+    early: EarlyRenderer | None = None,
 ) -> int:
     """Run the pipeline for the CLI and return its exit code."""
     console = Console(highlight=False)
     err = Console(stderr=True, highlight=False)
     wanted = {f.strip() for f in formats.split(",") if f.strip()}
-    unknown = wanted - set(FORMATS)
-    if unknown:
-        err.print(
-            f"deckyard: unknown format(s) {', '.join(sorted(unknown))}; use {','.join(FORMATS)}"
-        )
-        return ExitCode.USAGE
-    if not deck_dir.exists():
-        err.print(f"deckyard: {deck_dir} does not exist; give a deck folder or a .md file")
-        return ExitCode.USAGE
-    if deck_dir.is_file() and not is_markdown_file(deck_dir.name):
-        err.print(
-            f"deckyard: {deck_dir} is a file; give a deck folder (deck.toml, pages/) "
-            "or a Markdown deck (.md)"
-        )
+    misuse = usage_problem(deck_dir, wanted)
+    if misuse is not None:
+        err.print(f"deckyard: {misuse}", markup=False)
         return ExitCode.USAGE
     logging.basicConfig(level=logging.INFO if verbose else logging.ERROR)
     try:
-        report = asyncio.run(run_pipeline(deck_dir, out, wanted, database_url, console))
+        report = await run_pipeline(deck_dir, out, wanted, database_url, console, early)
     except OutputFolderError as exc:
         err.print(f"deckyard: {exc}", markup=False)
         return ExitCode.USAGE

@@ -1,7 +1,8 @@
 """`deckyard render` and `deckyard validate`: a deck folder or Markdown file through the pipeline.
 
 The commands parse their arguments here; the pipeline (`deckyard.cli.pipeline`, which starts a
-whole `Node`) is imported only when a command runs.
+whole `Node`) is imported only when a command runs, after its renderer process was spawned
+(`deckyard.cli.early_renderer`).
 """
 
 from __future__ import annotations
@@ -64,9 +65,9 @@ def render(
     problems = usage_problems(deck_dir, formats)
     if problems:
         fail(problems, USAGE)
-    from deckyard.cli.pipeline import run_command
+    from deckyard.cli.early_renderer import launch
 
-    raise typer.Exit(run_command(deck_dir, out, formats, database_url, verbose))
+    raise typer.Exit(launch(deck_dir, out, formats, database_url, verbose))
 
 
 def validate(
@@ -86,6 +87,6 @@ def validate(
     problems = usage_problems(deck_dir, None)
     if problems:
         fail(problems, USAGE)
-    from deckyard.cli.pipeline import run_command
+    from deckyard.cli.early_renderer import launch
 
-    raise typer.Exit(run_command(deck_dir, None, "", database_url, verbose))
+    raise typer.Exit(launch(deck_dir, None, "", database_url, verbose))

@@ -18,11 +18,42 @@ import ctypes
 import ctypes.util
 import os
 import signal
+import sys
 from collections.abc import Iterable
 
 EPOCH_ENV = "DECKYARD_RENDERER_EPOCH"
 BROWSER_ENV = "DECKYARD_BROWSER_TAG"
 PR_SET_CHILD_SUBREAPER = 36
+PR_SET_PDEATHSIG = 1
+
+
+def renderer_command(slots: int | None) -> list[str]:
+    """The command line of a supervised renderer: `deckyard renderer` on a port it picks.
+
+    Without `slots` the renderer takes its slot count from its own settings.
+    """
+    cmd = [sys.executable, "-m", "deckyard", "renderer", "--port", "0"]
+    return cmd if slots is None else [*cmd, "--slots", str(slots)]
+
+
+def renderer_env(secret: str, name: str) -> dict[str, str]:
+    """The environment of a supervised renderer: this one plus its secret, name and host."""
+    return {
+        **os.environ,
+        "DECKYARD_RENDERER_SECRET": secret,
+        "DECKYARD_RENDERER_ID": name,
+        "DECKYARD_RENDERER_HOST": "127.0.0.1",
+    }
+
+
+def die_with_parent() -> None:
+    """In the forked child: ask for SIGTERM when the parent dies, even by SIGKILL.
+
+    Without it a SIGKILLed `deckyard serve` would leave its renderers running as orphans.
+    """
+    libc_name = ctypes.util.find_library("c")
+    if libc_name is not None:
+        ctypes.CDLL(libc_name).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
 def become_subreaper() -> bool:

@@ -12,15 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
-import ctypes.util
 import json
 import logging
-import os
 import secrets
 import signal
 import socket
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,10 +25,16 @@ from deckyard.clock import Clock
 from deckyard.config import Settings
 from deckyard.loop import Loop, Tick
 from deckyard.render.control.client import RendererSource, RendererSources
-from deckyard.render.processes import become_subreaper, kill_groups, reap_adopted
+from deckyard.render.processes import (
+    become_subreaper,
+    die_with_parent,
+    kill_groups,
+    reap_adopted,
+    renderer_command,
+    renderer_env,
+)
 
 log = logging.getLogger(__name__)
-PR_SET_PDEATHSIG = 1
 
 
 @dataclass
@@ -46,21 +48,12 @@ class SupervisedRenderer:
     starts: int = 0
     epochs: list[str] = field(default_factory=list)
     task: asyncio.Task[None] | None = None
+    adopted: asyncio.subprocess.Process | None = None
 
     @property
     def pid(self) -> int | None:
         """The running renderer's pid, if any."""
         return self.process.pid if self.process is not None else None
-
-
-def _die_with_parent() -> None:
-    """In the forked child: ask for SIGTERM when the supervisor dies, even by SIGKILL.
-
-    Without it a SIGKILLed `deckyard serve` would leave its renderers running as orphans.
-    """
-    libc_name = ctypes.util.find_library("c")
-    if libc_name is not None:
-        ctypes.CDLL(libc_name).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
 class Supervisor:
@@ -101,6 +94,18 @@ class Supervisor:
         """The reaping loop."""
         return [self.reap_loop]
 
+    def adopt(self, process: asyncio.subprocess.Process, secret: str, name: str) -> None:
+        """Supervise `process` as the first renderer, started early under `secret` and `name`.
+
+        `deckyard render` spawns its renderer (`renderer_command`, `renderer_env`) before its
+        heavy imports, then hands it over here before `start()`; restarts spawn as usual.
+        """
+        if self._ready or not self.renderers:
+            raise RuntimeError("adopt a renderer before the supervisor starts")
+        self.secret = secret
+        self.renderers[0].name = name
+        self.renderers[0].adopted = process
+
     async def start(self) -> None:
         """Become a subreaper, start every renderer and wait until each is listening.
 
@@ -129,6 +134,9 @@ class Supervisor:
         await asyncio.gather(
             *(r.task for r in self.renderers if r.task is not None), return_exceptions=True
         )
+        for renderer in self.renderers:
+            if renderer.adopted is not None:
+                renderer.process, renderer.adopted = renderer.adopted, None
         await asyncio.gather(*(self._terminate(r) for r in self.renderers))
         await self.reap_loop.stop()
         self._reap()
@@ -159,30 +167,17 @@ class Supervisor:
             backoff = min(backoff * 2, self.settings.render_restart_backoff_max_seconds)
 
     async def _spawn(self, renderer: SupervisedRenderer) -> None:
-        env = {
-            **os.environ,
-            "DECKYARD_RENDERER_SECRET": self.secret,
-            "DECKYARD_RENDERER_ID": renderer.name,
-            "DECKYARD_RENDERER_HOST": "127.0.0.1",
-        }
-        cmd = [
-            sys.executable,
-            "-m",
-            "deckyard",
-            "renderer",
-            "--port",
-            "0",
-            "--slots",
-            str(self.settings.renderer_slots),
-        ]
-        proc = await asyncio.create_subprocess_exec(
-            *cmd,
-            preexec_fn=_die_with_parent,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            env=env,
-            start_new_session=True,
-        )
+        proc = renderer.adopted
+        renderer.adopted = None
+        if proc is None:
+            proc = await asyncio.create_subprocess_exec(
+                *renderer_command(self.settings.renderer_slots),
+                preexec_fn=die_with_parent,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                env=renderer_env(self.secret, renderer.name),
+                start_new_session=True,
+            )
         renderer.process = proc
         assert proc.stdout is not None
         try:

@@ -1,0 +1,96 @@
+"""The renderer `deckyard render` and `validate` start first thing, before their heavy imports.
+
+Start-up used to be serial: the pipeline's imports (SQLAlchemy, the deck compiler, the whole
+node: about 2-3 s), then the renderer process's own imports and Chromium's launch (about 4 s).
+Spawning the renderer process before the pipeline is imported runs the two side by side; the
+node's supervisor then adopts it (`Supervisor.adopt`) and watches, restarts and stops it like
+any renderer it started itself. The spawn comes before even the settings are loaded (the
+renderer reads the same environment, so it picks the same slot count) and imports nothing but
+the process helpers, so it happens within a few hundred milliseconds of the command's start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import secrets
+import signal
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+from deckyard.render.processes import die_with_parent, kill_groups, renderer_command, renderer_env
+
+RENDERER_URLS_ENV = "DECKYARD_RENDERER_URLS"
+
+
+@dataclass
+class EarlyRenderer:
+    """A renderer process started ahead of the node, ours to stop until a supervisor adopts it."""
+
+    process: asyncio.subprocess.Process
+    secret: str
+    name: str
+    adopted: bool = False
+
+    async def stop(self, grace_seconds: float) -> None:
+        """SIGTERM the process, then SIGKILL its group after the grace; a no-op once adopted."""
+        if self.adopted:
+            return
+        proc = self.process
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGTERM)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(grace_seconds):
+                    await proc.wait()
+        kill_groups([proc.pid])
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        await proc.wait()
+        self.adopted = True
+
+
+async def start_early_renderer() -> EarlyRenderer:
+    """Spawn `deckyard renderer` the way the supervisor would, under a fresh secret and name.
+
+    It takes its slot count from its settings, as the node's would: both read this environment.
+    """
+    secret = secrets.token_urlsafe(32)
+    name = f"{socket.gethostname()}-{secrets.token_hex(4)}-lite-0"
+    proc = await asyncio.create_subprocess_exec(
+        *renderer_command(None),
+        preexec_fn=die_with_parent,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        env=renderer_env(secret, name),
+        start_new_session=True,
+    )
+    return EarlyRenderer(proc, secret, name)
+
+
+async def _launch(
+    deck_dir: Path, out: Path | None, formats: str, database_url: str | None, verbose: bool
+) -> int:
+    # With renderer URLs configured the node supervises none. URLs set another way (a settings
+    # file) show only once the settings load: the early renderer is stopped then.
+    early = None if os.environ.get(RENDERER_URLS_ENV) else await start_early_renderer()
+    try:
+        # The heavy imports run while the renderer process imports and launches Chromium.
+        from deckyard.cli.pipeline import run_command
+
+        return await run_command(deck_dir, out, formats, database_url, verbose, early)
+    finally:
+        if early is not None and not early.adopted:
+            # The run ended before a node adopted it (a deck or output folder refused).
+            from deckyard.config import Settings
+
+            await early.stop(Settings.load().render_renderer_stop_grace_seconds)
+
+
+def launch(
+    deck_dir: Path, out: Path | None, formats: str, database_url: str | None, verbose: bool
+) -> int:
+    """Run the pipeline for the CLI with its renderer started first; returns the exit code."""
+    return asyncio.run(_launch(deck_dir, out, formats, database_url, verbose))

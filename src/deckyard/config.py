@@ -233,6 +233,13 @@ class Settings(BaseSettings):
         description="Longest a `GET /v1/changes` long-poll is held open (it also delays a "
         "renderer's graceful stop by at most this much).",
     )
+    renderer_changes_inline_max_bytes: int = Field(
+        4 * 1024 * 1024,
+        ge=0,
+        description="Artefact bytes a `GET /v1/changes?receipts=1` answer carries inline (the "
+        "results of attempts that just ended, committed without a receipt or artefact round "
+        "trip); larger ones are downloaded as before.",
+    )
     renderer_inline_extract_min_bytes: int = Field(
         32 * 1024,
         ge=1,

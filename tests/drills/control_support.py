@@ -81,7 +81,8 @@ class NavigationSite:
 
 
 class FaultProxy:
-    """A forwarding proxy that can hold real artefacts on their way back."""
+    """A forwarding proxy that can hold real artefacts on their way back (downloads, and
+    change answers that carry artefacts inline)."""
 
     def __init__(self, upstream: str) -> None:
         self.upstream = upstream
@@ -89,6 +90,7 @@ class FaultProxy:
         self.held = threading.Event()
         self.release = threading.Event()
         self.artifacts_served: list[str] = []
+        self.held_keys: set[str] = set()
         self.posted: list[tuple[str, bytes]] = []
         self.lock = threading.Lock()
         proxy = self
@@ -122,7 +124,9 @@ class FaultProxy:
                     self._send(502, b'{"error":"proxy: upstream unreachable"}', {})
                     return
                 if self.path.endswith("/artifact") and resp.status_code == 200:
-                    proxy._maybe_hold(self.path)
+                    proxy._maybe_hold([self.path.split("/")[3]])
+                elif self.path.startswith("/v1/changes") and b'"artifacts":{"' in resp.content:
+                    proxy._maybe_hold(list(resp.json()["artifacts"]))  # artefacts inline
                 out = {
                     k: v
                     for k, v in resp.headers.items()
@@ -145,11 +149,18 @@ class FaultProxy:
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self._thread.start()
 
-    def _maybe_hold(self, path: str) -> None:
+    def _maybe_hold(self, keys: list[str]) -> None:
+        """Hold the first artefact to come back after `hold_artifacts` was set, and every
+        later one of the same attempts (a download, or a change answer carrying it) until
+        `release`; `artifacts_served` records each attempt key served."""
         with self.lock:
-            hold = self.hold_artifacts
+            hold = self.hold_artifacts or (
+                not self.release.is_set() and bool(self.held_keys.intersection(keys))
+            )
+            if self.hold_artifacts:
+                self.held_keys.update(keys)
             self.hold_artifacts = False
-            self.artifacts_served.append(path)
+            self.artifacts_served.extend(keys)
         if hold:
             self.held.set()
             self.release.wait(60)

@@ -1,7 +1,8 @@
 """The renderer's change long-poll: a result is fetched when the attempt ends, not at a poll.
 
 The receipt poll is set to 30 s here, so a screenshot that finishes within 15 s can only have
-been fetched because the renderer's `GET /v1/changes` answered and woke the receipt pass.
+been fetched because the renderer's `GET /v1/changes` answered: with the receipt and the PNG
+inline, committed without a receipt pass.
 """
 
 from __future__ import annotations
@@ -42,3 +43,6 @@ async def test_results_arrive_when_the_renderer_says_so_not_at_the_next_poll(
                 assert done.status is JobStatus.SUCCEEDED, done.error_message
                 found = await plane.service.artifact_for_job(job.id)
                 assert found is not None and decode_png(found[0])[:2] == (160, 90)
+        # The change answers carried the receipts and the PNGs: no receipt pass, no download.
+        stats = plane.service.coordinator.receipts.stats
+        assert stats.inline >= 1, stats

@@ -238,6 +238,27 @@ class Receipt(BaseModel):
     diagnostics: Diagnostics | None = None
     artifact: ArtifactInfo | None = None
     pages: list[PageReceipt] | None = None
+    changes: int | None = None
+    """On a submission's answer: the renderer's change count (`GET /v1/changes`) just before
+    this attempt could end, so a long-poll begun from it misses no ending and waits for one."""
+
+
+class ChangesAnswer(BaseModel):
+    """`GET /v1/changes`: the count of attempt endings, busy slots, epoch, and with
+    `receipts=1` the receipts of the attempts that ended past `after`.
+
+    `complete` says `receipts` holds every attempt that ended past `after` (the renderer keeps
+    the last few hundred endings; `after=-1` gets none). `artifacts` carries the artefacts of
+    succeeded single attempts among them, base64, up to `renderer_changes_inline_max_bytes` in
+    all: the control plane commits those results without a receipt or artefact round trip.
+    """
+
+    changes: int
+    busy: int
+    epoch: str
+    receipts: list[Receipt] = Field(default_factory=list)
+    complete: bool = False
+    artifacts: dict[str, str] = Field(default_factory=dict)
 
 
 class Capabilities(BaseModel):

@@ -23,6 +23,7 @@ from deckyard.render.protocol import (
     ARTIFACT_SHA256_HEADER,
     ARTIFACT_SIZE_HEADER,
     Capabilities,
+    ChangesAnswer,
     HmacAuth,
     Receipt,
     RenderErrorCode,
@@ -92,15 +93,6 @@ class Rejection:
     def retryable(self) -> bool:
         """Whether another attempt (maybe elsewhere) could be accepted."""
         return is_retryable(self.code)
-
-
-@dataclass(frozen=True)
-class Changes:
-    """A renderer's count of finished attempts, its busy slots and its epoch."""
-
-    count: int
-    busy: int
-    epoch: str
 
 
 class ArtifactMismatch(Exception):
@@ -193,22 +185,22 @@ class RendererClient:
         except (ValueError, KeyError, TypeError, ValidationError):
             return None
 
-    async def changes(self, url: str, secret: str, after: int, wait: float) -> Changes | None:
+    async def changes(self, url: str, secret: str, after: int, wait: float) -> ChangesAnswer | None:
         """Long-poll the renderer's count of finished attempts (`GET /v1/changes`).
 
-        Answers once the count passes `after` or `wait` seconds went by; None when the
-        renderer did not answer (the timed receipt poll still covers it).
+        Answers once the count passes `after` or `wait` seconds went by, with the receipts
+        (and small artefacts) of the attempts that ended past `after`; None when the renderer
+        did not answer (the timed receipt poll still covers it).
         """
-        params = {"after": str(after), "wait": f"{wait:g}"}
+        params = {"after": str(after), "wait": f"{wait:g}", "receipts": "true"}
         resp = await self._call(
             url, secret, "GET", "/v1/changes", params=params, timeout=self._timeout + wait
         )
         if resp is None or resp.status_code != 200:
             return None
         try:
-            data = resp.json()
-            return Changes(int(data["changes"]), int(data["busy"]), str(data["epoch"]))
-        except (ValueError, KeyError, TypeError):
+            return ChangesAnswer.model_validate_json(resp.content)
+        except ValidationError:
             return None
 
     async def artifact(

@@ -66,7 +66,7 @@ from deckyard.render.control.store import (
     requests_due,
 )
 from deckyard.render.control.store_pages import pages_pending
-from deckyard.render.protocol import RenderErrorCode
+from deckyard.render.protocol import Receipt, RenderErrorCode
 
 
 class RenderQueueFull(Exception):
@@ -469,11 +469,13 @@ class Coordinator:
                 "attempt_id": item.attempt.attempt_key,
                 "timeout_seconds": item.attempt.timeout_seconds,
             }
+        if item.pages is None:
+            self.receipts.expect(item.attempt)
         answer = await self.client.submit(
             source.url, source.secret, body, deck=item.pages is not None
         )
         if answer is not None and not isinstance(answer, Rejection):
-            self._watch(source.name)
+            self._watch(source.name, answer)
         if answer is None or not isinstance(answer, Rejection):
             return
         busy = answer.code == RenderErrorCode.NO_FREE_SLOT.value
@@ -491,23 +493,30 @@ class Coordinator:
                 refund=busy,
             )
 
-    def _watch(self, name: str) -> None:
-        """Keep one change long-poll open to renderer `name` while it runs our attempts."""
+    def _watch(self, name: str, receipt: Receipt) -> None:
+        """Keep one change long-poll open to renderer `name` while it runs our attempts.
+
+        A new long-poll begins from the change count the submission's answer carried, so its
+        first answer waits for an ending instead of waking a receipt pass at once.
+        """
         self._submitted[name] = self._submitted.get(name, 0) + 1
         self._unwatchable.discard(name)
         task = self._watchers.get(name)
         if task is None or task.done():
+            seen, epoch = -1, None
+            if receipt.changes is not None:
+                seen, epoch = receipt.changes, receipt.epoch
             self._watchers[name] = asyncio.create_task(
-                self._watch_changes(name), name=f"render.changes:{name}"
+                self._watch_changes(name, seen, epoch), name=f"render.changes:{name}"
             )
 
-    async def _watch_changes(self, name: str) -> None:
-        """Run a receipt pass as soon as the renderer says an attempt ended (no timed wait).
+    async def _watch_changes(self, name: str, seen: int, epoch: str | None) -> None:
+        """Commit results the renderer's change answers carry, or run a receipt pass, as soon
+        as it says an attempt ended (no timed wait).
 
         Ends when the renderer has nothing running and nothing was posted since the call
         began, or when it does not answer: the timed receipt poll is the fallback either way.
         """
-        seen, epoch = -1, None
         wait = self.settings.renderer_changes_max_wait_seconds
         while True:
             source = self.sources.get(name)
@@ -523,10 +532,12 @@ class Coordinator:
                 self._unwatchable.add(name)
                 self.receipt_loop.poke()
                 return
-            if epoch is None or answer.epoch != epoch or answer.count > seen:
-                # The first answer too: an attempt may have ended before the long-poll began.
+            if epoch is None or answer.epoch != epoch:
+                # Without a count to begin from, an attempt may have ended before the first call.
                 self.receipt_loop.poke()
-            seen, epoch = answer.count, answer.epoch
+            elif answer.changes > seen and not self.receipts.take_ended(source, answer):
+                self.receipt_loop.poke()
+            seen, epoch = answer.changes, answer.epoch
             if answer.busy == 0 and self._submitted.get(name, 0) == posted:
                 return
 

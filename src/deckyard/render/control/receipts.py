@@ -17,7 +17,10 @@ nothing behind.
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import functools
+import hashlib
 import logging
 import uuid
 from collections import defaultdict
@@ -55,10 +58,17 @@ from deckyard.render.control.store import (
     requests_running_overdue_or_cancelled,
     result_commit,
 )
-from deckyard.render.protocol import AttemptStatus, Receipt, RenderErrorCode, is_retryable
+from deckyard.render.protocol import (
+    AttemptStatus,
+    ChangesAnswer,
+    Receipt,
+    RenderErrorCode,
+    is_retryable,
+)
 
 log = logging.getLogger(__name__)
 LIVE = (AttemptStatus.ACCEPTED, AttemptStatus.RUNNING, AttemptStatus.CLEANING)
+EXPECTED_KEPT = 1024
 
 
 def artifact_key(attempt: RenderAttempt, fmt: str) -> str:
@@ -92,15 +102,25 @@ class ResultCommitter:
         self.stats = ResultStats()
 
     async def fetch_and_commit(
-        self, attempt: RenderAttempt, receipt: Receipt, source: RendererSource
+        self,
+        attempt: RenderAttempt,
+        receipt: Receipt,
+        source: RendererSource,
+        inline: bytes | None = None,
     ) -> bool:
-        """Download, verify, store and commit; True when the result became the request's."""
+        """Download (unless `inline` brought the bytes), verify, store and commit; True when
+        the result became the request's."""
         info = receipt.artifact
         if info is None:
             await self._lose(attempt, "the renderer reported success without an artefact")
             return False
+        if inline is not None and (
+            len(inline) != info.size or hashlib.sha256(inline).hexdigest() != info.sha256
+        ):
+            log.warning("attempt %s: inline artefact does not match; downloading", attempt.id)
+            inline = None
         try:
-            data = await self.client.artifact(
+            data = inline or await self.client.artifact(
                 source.url, source.secret, attempt.attempt_key, info.size, info.sha256
             )
         except httpx.HTTPStatusError as exc:
@@ -171,6 +191,9 @@ class ReceiptStats:
     unreachable: int = 0
     epoch_reconciled: int = 0
     unknown_reconciled: int = 0
+    from_changes: int = 0
+    """Results taken straight from a change answer (no pass); `inline`: with their bytes."""
+    inline: int = 0
 
 
 @dataclass
@@ -212,6 +235,10 @@ class ReceiptPoller:
         self._syncing: dict[str, asyncio.Task[None]] = {}
         self._decided: dict[str, set[int]] = {}
         """Per live deck attempt, the pages already committed, refused or left to the next."""
+        self._expected: dict[str, RenderAttempt] = {}
+        """Single attempts this process posted, by key, until a result of theirs was fetched
+        (the last `EXPECTED_KEPT`): a change answer that carries their receipt is committed
+        from without a pass, and one that comes late meets the result CAS like any other."""
         self.decks = DeckCommitter(db, settings, client, committer.store, clock, committer.stats)
 
     def _source(self, attempt: RenderAttempt) -> RendererSource | None:
@@ -401,15 +428,56 @@ class ReceiptPoller:
                     now=now,
                 )
 
+    def expect(self, attempt: RenderAttempt) -> None:
+        """Note a single attempt just posted, so `take_ended` can commit it from a change."""
+        self._expected[attempt.attempt_key] = attempt
+        while len(self._expected) > EXPECTED_KEPT:
+            del self._expected[next(iter(self._expected))]
+
+    def take_ended(self, source: RendererSource, answer: ChangesAnswer) -> bool:
+        """Commit the results a change answer carries; False when a receipt pass must look.
+
+        Only succeeded single attempts this process posted are taken here (their rows' ids
+        are all the result CAS needs, and it decides as it does after a pass); anything else
+        (a failure, a deck page, an attempt posted elsewhere, an answer that misses endings)
+        is left to the pass.
+        """
+        taken = answer.complete
+        for receipt in answer.receipts:
+            attempt = self._expected.get(receipt.attempt_id)
+            if (
+                attempt is None
+                or receipt.status is not AttemptStatus.SUCCEEDED
+                or receipt.pages is not None
+                or receipt.epoch != attempt.renderer_epoch
+            ):
+                taken = False
+                continue
+            inline: bytes | None = None
+            encoded = answer.artifacts.get(receipt.attempt_id)
+            if encoded is not None:
+                try:
+                    inline = base64.b64decode(encoded, validate=True)
+                except (binascii.Error, ValueError):
+                    inline = None
+            self.stats.from_changes += 1
+            self.stats.inline += inline is not None
+            self._start_fetch(attempt, receipt, source, inline)
+        return taken
+
     def _start_fetch(
-        self, attempt: RenderAttempt, receipt: Receipt, source: RendererSource
+        self,
+        attempt: RenderAttempt,
+        receipt: Receipt,
+        source: RendererSource,
+        inline: bytes | None = None,
     ) -> None:
         key = attempt.attempt_key
         running = self._fetching.get(key)
         if key in self._fetched_keys or (running is not None and not running.done()):
             return
         task = asyncio.create_task(
-            self.committer.fetch_and_commit(attempt, receipt, source),
+            self.committer.fetch_and_commit(attempt, receipt, source, inline),
             name=f"render-result:{attempt.attempt_key}",
         )
         self._fetching[key] = task
@@ -439,6 +507,7 @@ class ReceiptPoller:
     def _fetched(self, key: str, task: asyncio.Task[bool]) -> None:
         if self._fetching.get(key) is task:
             del self._fetching[key]
+        self._expected.pop(key, None)
         if not task.cancelled() and task.exception() is None and task.result():
             self._fetched_keys.add(key)
         if not task.cancelled() and task.exception() is not None:

@@ -14,6 +14,7 @@ fails what is still running, closes every browser and reaps what is left.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import logging
 import os
@@ -47,6 +48,7 @@ from deckyard.render.protocol import (
     AttemptRequest,
     AttemptStatus,
     Capabilities,
+    ChangesAnswer,
     DeckAttemptRequest,
     Receipt,
     RenderErrorCode,
@@ -303,9 +305,11 @@ def create_app(runtime: RendererRuntime) -> FastAPI:
     async def submit_attempt(body: Signed) -> JSONResponse:
         render = await parse(body, AttemptRequest)
         assert isinstance(render, AttemptRequest)
+        count = registry.changes.count
         receipt, created = admit(
             render.attempt_id, RenderInput(**render.model_dump(exclude={"attempt_id"}))
         )
+        receipt.changes = count if created else None
         return JSONResponse(receipt.model_dump(mode="json"), status_code=202 if created else 200)
 
     @app.post("/v1/deck-attempts")
@@ -343,11 +347,15 @@ def create_app(runtime: RendererRuntime) -> FastAPI:
         _body: Signed,
         after: Annotated[int, Query(ge=-1)] = -1,
         wait: Annotated[float, Query(ge=0)] = 0.0,
+        receipts: bool = False,
     ) -> dict[str, Any]:
         limit = runtime.settings.renderer_changes_max_wait_seconds
         count = await registry.changes.wait_past(after, min(wait, limit))
         busy = runtime.settings.renderer_slots - registry.free_slots
-        return {"changes": count, "busy": busy, "epoch": runtime.epoch}
+        answer = ChangesAnswer(changes=count, busy=busy, epoch=runtime.epoch)
+        if receipts:
+            _add_endings(runtime, answer, after)
+        return answer.model_dump(mode="json", exclude_defaults=not receipts)
 
     @app.get("/v1/attempts/{attempt_id}")
     async def one_receipt(_body: Signed, attempt_id: str) -> dict[str, Any]:
@@ -383,6 +391,27 @@ def create_app(runtime: RendererRuntime) -> FastAPI:
         )
 
     return app
+
+
+def _add_endings(runtime: RendererRuntime, answer: ChangesAnswer, after: int) -> None:
+    """Put the receipts of attempts that ended past `after` into a change answer, with the
+    artefacts of succeeded single attempts inline while they fit the answer's budget."""
+    registry = runtime.registry
+    ids, answer.complete = registry.changes.ended_since(after)
+    budget = runtime.settings.renderer_changes_inline_max_bytes
+    for attempt_id in ids:
+        answer.receipts.append(registry.receipt(attempt_id))
+        attempt = registry.get(attempt_id)
+        if attempt is None or attempt.artifact is None or attempt.artifact_path is None:
+            continue
+        if attempt.status is not AttemptStatus.SUCCEEDED or attempt.artifact.size > budget:
+            continue
+        try:
+            data = attempt.artifact_path.read_bytes()
+        except OSError:
+            continue
+        budget -= len(data)
+        answer.artifacts[attempt_id] = base64.b64encode(data).decode("ascii")
 
 
 def _artifact_response(runtime: RendererRuntime, attempt_id: str) -> Response:

@@ -9,8 +9,10 @@ answers `unknown`.
 
 `ChangeFeed` counts attempt endings for `GET /v1/changes?after=N&wait=S`, which answers as soon
 as the count passes `N` (or after `S` seconds, capped by `renderer_changes_max_wait_seconds`):
-the control plane keeps one such long-poll open per renderer while it has attempts there. Nothing
-is stored: the count starts at 0 with each epoch.
+the control plane keeps one such long-poll open per renderer while it has attempts there. The
+feed remembers which attempts the last few hundred endings belong to, so that answer can carry
+their receipts (and small artefacts inline, `app.py`). Nothing is stored: the count starts at 0
+with each epoch.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import re
 import secrets
 import shutil
 import time
+from collections import deque
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,17 +62,30 @@ from deckyard.render.renderer.ssrf import UrlGuard
 
 
 class ChangeFeed:
-    """Counts attempt endings; `wait_past` blocks until the count moves past what was seen."""
+    """Counts attempt endings; `wait_past` blocks until the count moves past what was seen.
 
-    def __init__(self) -> None:
+    The last `keep` endings are remembered with the attempt each belongs to (a deck attempt's
+    pages count one each), so an answer can say which attempts ended since `seen`.
+    """
+
+    def __init__(self, keep: int = 256) -> None:
         self.count = 0
         self._moved = asyncio.Event()
+        self._ended: deque[tuple[int, str]] = deque(maxlen=keep)
 
-    def bump(self) -> None:
-        """Record that an attempt ended and wake every waiter."""
+    def bump(self, attempt_id: str) -> None:
+        """Record that an attempt (or a page of one) ended and wake every waiter."""
         self.count += 1
+        self._ended.append((self.count, attempt_id))
         moved, self._moved = self._moved, asyncio.Event()
         moved.set()
+
+    def ended_since(self, seen: int) -> tuple[list[str], bool]:
+        """The attempts with an ending past `seen` (oldest first, each once), and whether
+        those are all of them: False for `seen` < 0 or once older endings were forgotten."""
+        ids = list(dict.fromkeys(a for c, a in self._ended if c > seen))
+        first = self._ended[0][0] if self._ended else self.count + 1
+        return ids, seen >= 0 and first <= seen + 1
 
     async def wait_past(self, seen: int, timeout: float) -> int:
         """The count once it is above `seen`, or the current one after `timeout` seconds."""
@@ -315,7 +331,7 @@ class AttemptRegistry:
             )
             state.visit = visit
             state.status = AttemptStatus.SUCCEEDED if visit.code is None else AttemptStatus.FAILED
-            self.changes.bump()
+            self.changes.bump(attempt.attempt_id)
 
         async def slot() -> None:
             carry = DeckTab(self._settings.renderer_tab_reuse_limit)
@@ -455,7 +471,7 @@ class AttemptRegistry:
         attempt.finished_at = self._clock.monotonic()
         self._free.extend(attempt.slots)
         attempt.done.set()
-        self.changes.bump()
+        self.changes.bump(attempt.attempt_id)
 
     async def _visit(
         self,

@@ -348,14 +348,16 @@ def create_app(runtime: RendererRuntime) -> FastAPI:
         after: Annotated[int, Query(ge=-1)] = -1,
         wait: Annotated[float, Query(ge=0)] = 0.0,
         receipts: bool = False,
-    ) -> dict[str, Any]:
+    ) -> Response:
         limit = runtime.settings.renderer_changes_max_wait_seconds
         count = await registry.changes.wait_past(after, min(wait, limit))
         busy = runtime.settings.renderer_slots - registry.free_slots
         answer = ChangesAnswer(changes=count, busy=busy, epoch=runtime.epoch)
         if receipts:
             _add_endings(runtime, answer, after)
-        return answer.model_dump(mode="json", exclude_defaults=not receipts)
+        # Serialised by pydantic in one go: the answer may carry megabytes of base64.
+        body = answer.model_dump_json(exclude_defaults=not receipts)
+        return Response(body, media_type="application/json")
 
     @app.get("/v1/attempts/{attempt_id}")
     async def one_receipt(_body: Signed, attempt_id: str) -> dict[str, Any]:

@@ -14,9 +14,22 @@ from deckyard.db import Database
 from deckyard.db.migrate import upgrade
 from tests.helpers.server import Server
 
+if worker := os.environ.get("PYTEST_XDIST_WORKER"):
+    # Each pytest-xdist worker is its own session: the marker its Chromium processes inherit
+    # (tests/drills/support.py) must not be the one the controller set for every worker.
+    os.environ["DECKYARD_DRILL_SESSION"] = f"{worker}-{os.getpid()}"
+
 PG_URL = os.environ.get("TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test")
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 _pg_problem: list[str | None] = []
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """Process and browser tests one at a time on one worker; see tests/helpers/parallel.py."""
+    from tests.helpers.parallel import SerialProcessTests
+
+    return SerialProcessTests(config, log)
 
 
 def pg_problem() -> str | None:

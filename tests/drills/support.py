@@ -287,5 +287,23 @@ def chromium_outside(live_roots: set[int]) -> list[int]:
 
 
 def zombies() -> set[int]:
-    """Pids of zombie processes."""
-    return {pid for pid, (_c, state, _p, _e) in processes().items() if state == "Z"}
+    """Pids of this session's zombie processes: below this test process, or left unreaped by a
+    parent that inherited this session's marker (another pytest worker's are not ours)."""
+    table = processes()
+    own = os.getpid()
+
+    def ours(pid: int) -> bool:
+        parent = table[pid][2]
+        for _ in range(64):
+            if parent == own:
+                return True
+            if parent not in table:
+                return False
+            parent = table[parent][2]
+        return False
+
+    return {
+        pid
+        for pid, (_c, state, ppid, _e) in table.items()
+        if state == "Z" and (ours(pid) or _ours(ppid))
+    }

@@ -40,7 +40,7 @@ from tests.drills.control_fixtures import (
 )
 from tests.drills.control_support import NavigationSite, tagged_processes
 from tests.drills.support import DrillSite, RendererProcess, decode_png
-from tests.helpers.eventually import eventually, settled_sync
+from tests.helpers.eventually import eventually, settled, settled_sync
 
 __all__ = ["hygiene", "nav", "shared_renderer"]
 pytestmark = [pytest.mark.chromium, pytest.mark.processes, pytest.mark.slow]
@@ -96,6 +96,20 @@ async def committed_keys(plane: Plane, req_id: int) -> list[str]:
     return sorted(p.artifact_key for p in await plane.service.pages(req_id) if p.artifact_key)
 
 
+async def only_committed_files(plane: Plane, req_id: int) -> None:
+    """Every stored artefact is a committed page's: nothing refused or cancelled is left.
+
+    A page whose result arrives after the request ended is refused, and the refusal deletes
+    its file; that may still be under way when the request is seen terminal.
+    """
+
+    async def stray() -> list[str]:
+        return sorted(set(await plane.store.keys()) - set(await committed_keys(plane, req_id)))
+
+    assert not await settled(stray), "a refused or cancelled page's file was left behind"
+    assert sorted(await plane.store.keys()) == await committed_keys(plane, req_id)
+
+
 def posted_pages(plane: Plane) -> list[list[int]]:
     """The page indices of every deck attempt posted to the renderer, in order."""
     return [
@@ -134,8 +148,7 @@ async def test_deck_cancel_during_a_page(
         assert attempt.status is AttemptState.CANCELLED and attempt.active_occupancy == 0
         assert len(attempt.slots) == 2, "the deck's pages did not render in parallel"
         assert 2 not in await committed(plane, req_id)
-        # every stored artefact is a committed page's; nothing refused or cancelled is left
-        assert sorted(await plane.store.keys()) == await committed_keys(plane, req_id)
+        await only_committed_files(plane, req_id)
 
 
 async def test_deck_deadline_across_attempts(
@@ -185,7 +198,7 @@ async def test_deck_deadline_across_attempts(
             ValidationStatus.UNAVAILABLE,
             ValidationStatus.PASSED,
         ]
-        assert sorted(await plane.store.keys()) == await committed_keys(plane, req_id)
+        await only_committed_files(plane, req_id)
 
 
 KILL_DRILL_RENDERER = {"renderer_cleanup_timeout_seconds": "15"}

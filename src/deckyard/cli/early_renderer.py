@@ -12,15 +12,13 @@ the process helpers, so it happens within a few hundred milliseconds of the comm
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import secrets
-import signal
 import socket
 from dataclasses import dataclass
 from pathlib import Path
 
-from deckyard.render.processes import die_with_parent, kill_groups, renderer_command, renderer_env
+from deckyard.render.processes import spawn_renderer, terminate_renderer
 
 RENDERER_URLS_ENV = "DECKYARD_RENDERER_URLS"
 
@@ -38,17 +36,7 @@ class EarlyRenderer:
         """SIGTERM the process, then SIGKILL its group after the grace; a no-op once adopted."""
         if self.adopted:
             return
-        proc = self.process
-        if proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(signal.SIGTERM)
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(grace_seconds):
-                    await proc.wait()
-        kill_groups([proc.pid])
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
-        await proc.wait()
+        await terminate_renderer(self.process, grace_seconds)
         self.adopted = True
 
 
@@ -59,15 +47,7 @@ async def start_early_renderer() -> EarlyRenderer:
     """
     secret = secrets.token_urlsafe(32)
     name = f"{socket.gethostname()}-{secrets.token_hex(4)}-lite-0"
-    proc = await asyncio.create_subprocess_exec(
-        *renderer_command(None),
-        preexec_fn=die_with_parent,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        env=renderer_env(secret, name),
-        start_new_session=True,
-    )
-    return EarlyRenderer(proc, secret, name)
+    return EarlyRenderer(await spawn_renderer(None, secret, name), secret, name)
 
 
 async def _launch(

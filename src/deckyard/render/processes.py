@@ -14,6 +14,8 @@ same calls on the renderers it spawns, and the two packages do not import each o
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import ctypes
 import ctypes.util
 import os
@@ -54,6 +56,40 @@ def die_with_parent() -> None:
     libc_name = ctypes.util.find_library("c")
     if libc_name is not None:
         ctypes.CDLL(libc_name).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
+async def spawn_renderer(slots: int | None, secret: str, name: str) -> asyncio.subprocess.Process:
+    """Start `deckyard renderer` in a session of its own, dying with its parent; its first
+    stdout line says where it listens."""
+    return await asyncio.create_subprocess_exec(
+        *renderer_command(slots),
+        preexec_fn=die_with_parent,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        env=renderer_env(secret, name),
+        start_new_session=True,
+    )
+
+
+async def terminate_renderer(proc: asyncio.subprocess.Process, grace_seconds: float) -> bool:
+    """SIGTERM a renderer, then SIGKILL its whole group after the grace, and wait for it.
+
+    Returns False when it was still running after the grace (it ignored SIGTERM).
+    """
+    obeyed = True
+    if proc.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGTERM)
+        try:
+            async with asyncio.timeout(grace_seconds):
+                await proc.wait()
+        except TimeoutError:
+            obeyed = False
+    kill_groups([proc.pid])
+    with contextlib.suppress(ProcessLookupError):
+        proc.kill()
+    await proc.wait()
+    return obeyed
 
 
 def become_subreaper() -> bool:

@@ -11,11 +11,9 @@ On stop every renderer gets SIGTERM, then its whole process group SIGKILL after 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import secrets
-import signal
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,11 +25,10 @@ from deckyard.loop import Loop, Tick
 from deckyard.render.control.client import RendererSource, RendererSources
 from deckyard.render.processes import (
     become_subreaper,
-    die_with_parent,
     kill_groups,
     reap_adopted,
-    renderer_command,
-    renderer_env,
+    spawn_renderer,
+    terminate_renderer,
 )
 
 log = logging.getLogger(__name__)
@@ -97,7 +94,7 @@ class Supervisor:
     def adopt(self, process: asyncio.subprocess.Process, secret: str, name: str) -> None:
         """Supervise `process` as the first renderer, started early under `secret` and `name`.
 
-        `deckyard render` spawns its renderer (`renderer_command`, `renderer_env`) before its
+        `deckyard render` spawns its renderer (`spawn_renderer`) before its
         heavy imports, then hands it over here before `start()`; restarts spawn as usual.
         """
         if self._ready or not self.renderers:
@@ -170,14 +167,7 @@ class Supervisor:
         proc = renderer.adopted
         renderer.adopted = None
         if proc is None:
-            proc = await asyncio.create_subprocess_exec(
-                *renderer_command(self.settings.renderer_slots),
-                preexec_fn=die_with_parent,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                env=renderer_env(self.secret, renderer.name),
-                start_new_session=True,
-            )
+            proc = await spawn_renderer(self.settings.renderer_slots, self.secret, renderer.name)
         renderer.process = proc
         assert proc.stdout is not None
         try:
@@ -217,18 +207,9 @@ class Supervisor:
         proc = renderer.process
         if proc is None:
             return
-        if proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(signal.SIGTERM)
-            try:
-                async with asyncio.timeout(self.settings.render_renderer_stop_grace_seconds):
-                    await proc.wait()
-            except TimeoutError:
-                log.warning("renderer %s ignored SIGTERM; killing its group", renderer.name)
-        kill_groups([proc.pid])
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
-        await proc.wait()
+        grace = self.settings.render_renderer_stop_grace_seconds
+        if not await terminate_renderer(proc, grace):
+            log.warning("renderer %s ignored SIGTERM; its group was killed", renderer.name)
         renderer.process = None
 
     def _reap(self) -> int:

@@ -729,7 +729,9 @@ def child_main(a: dict[str, Any]) -> None:
         threading.Thread(target=_trace_dumper, args=(a["trace_file"],), daemon=True).start()
     system = a["system"]
     if system.startswith("deckyard"):
-        asyncio.run(deckyard_child(a))
+        from deckyard.eventloop import run
+
+        run(deckyard_child(a))  # on the loop `event_loop` chooses, as `deckyard serve` runs
     elif system == "procrastinate":
         asyncio.run(procrastinate_child(a))
     elif system == "pgqueuer":

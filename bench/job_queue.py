@@ -144,7 +144,8 @@ async def main(url, n):
         await rt.enqueue("ping", {"t": time.monotonic()}, queue="lat")
         await asyncio.sleep(random.uniform(0.05, 0.15))
     await rt.stop()
-asyncio.run(main(sys.argv[1], int(sys.argv[2])))
+from deckyard.eventloop import run
+run(main(sys.argv[1], int(sys.argv[2])))
 """
 
 

@@ -7,13 +7,15 @@ on/off ratio are printed. Figures from `bench/job_queue.py`'s throughput and lat
 Measures: jobs/s and CPU microseconds per job (this process, all threads) for no-op and 5 ms
 jobs on each database, and enqueue->start p50; `--only` picks them by substring.
 
+Each measurement runs on a new event loop of the arm's `event_loop` setting (`deckyard.eventloop`),
+so `--off event_loop=asyncio` compares uvloop with the standard loop.
+
 Run: .venv/bin/python bench/levers.py --off job_prefetch=0 [--jobs 3000] [--reps 3] [--only cpu]
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import statistics
 import sys
@@ -24,8 +26,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from job_queue import drain, latency_cross_process, latency_in_process, pct
 
+from deckyard.eventloop import run
 
-async def main() -> None:
+
+def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--off", action="append", required=True, help="setting=value, repeatable")
     ap.add_argument("--jobs", type=int, default=3000)
@@ -66,7 +70,7 @@ async def main() -> None:
                 if arm == "off":
                     os.environ.update(off)
                 try:
-                    arms[arm].append(await fn())
+                    arms[arm].append(run(fn()))
                 finally:
                     for k, v in saved.items():
                         if v is None:
@@ -85,4 +89,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    main()

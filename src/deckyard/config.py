@@ -88,6 +88,14 @@ class Settings(BaseSettings):
         False, description="Show /readyz details to anyone (a private network, a dev box)."
     )
 
+    # --- processes -------------------------------------------------------------------------
+    event_loop: Literal["auto", "asyncio", "uvloop"] = Field(
+        "auto",
+        description="Event loop of `deckyard serve`, `render`, `validate` and the other commands: "
+        "`uvloop` (precise timers, less CPU per job), `asyncio` (the standard loop), or `auto` "
+        "(uvloop when installed). The renderer process always runs the standard loop.",
+    )
+
     # --- job runtime -----------------------------------------------------------------------
     job_poll_interval_seconds: float = Field(0.25, gt=0)
     job_idle_poll_ceiling_seconds: float = Field(15.0, gt=0)

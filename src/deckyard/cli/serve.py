@@ -34,6 +34,7 @@ def run_server(settings: Settings) -> None:
 
     from deckyard.db import sqlite_file
     from deckyard.db.lite import LiteLockError, lite_lock
+    from deckyard.eventloop import resolve
 
     url = settings.resolved_database_url
     db_file = sqlite_file(url)
@@ -58,12 +59,17 @@ def run_server(settings: Settings) -> None:
                     port=settings.port,
                     workers=settings.workers,
                     log_level="info",
+                    loop=resolve(settings.event_loop),
                 )
             else:
                 from deckyard.api.app import create_app
 
                 uvicorn.run(
-                    create_app(settings), host=settings.host, port=settings.port, log_level="info"
+                    create_app(settings),
+                    host=settings.host,
+                    port=settings.port,
+                    log_level="info",
+                    loop=resolve(settings.event_loop),
                 )
     except LiteLockError as exc:
         fail(str(exc))

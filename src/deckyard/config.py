@@ -204,6 +204,12 @@ class Settings(BaseSettings):
     renderer_max_pixels: int = Field(8192 * 8192, ge=256)
     renderer_max_scale: float = Field(4.0, gt=0)
     renderer_max_document_bytes: int = Field(50 * 1024 * 1024, ge=1024)
+    renderer_document_cache_bytes: int = Field(
+        128 * 1024 * 1024,
+        ge=0,
+        description="Bytes of documents a renderer keeps by key (least recently used go first); "
+        "a render by key that finds its document here needs no upload.",
+    )
     renderer_url_allow_hosts: list[str] = Field(default_factory=list)
     renderer_tmp_dir: Path | None = None
     renderer_id: str | None = Field(None, min_length=1, max_length=200)

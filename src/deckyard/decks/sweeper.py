@@ -6,7 +6,8 @@ deleter removes the row before the object, so a crash can leave an object no row
 row naming a missing object. The sweep removes those leftovers, and the artefacts of rows that
 retention pruned (a job, a render request, a deck's versions).
 
-Which rows count is the `REFERRERS` list: render requests' results, jobs' results, page
+Which rows count is the `REFERRERS` list: render requests' results and inputs (their documents by
+key, `render/control/inputs.py`), jobs' results, page
 versions' screenshot pointers, and publications (every key under the `store_prefix` of a
 publication whose files are not deleted). An object is deleted only when it is
 older than `artifact_sweep_grace_seconds` (a write in progress, or one whose row has not
@@ -32,7 +33,10 @@ from deckyard.decks.store_assets import asset_blobs_delete, asset_blobs_unrefere
 from deckyard.decks.store_pages import page_version_artifact_keys_referenced
 from deckyard.decks.store_sites import publication_keys_referenced
 from deckyard.jobs import job_artifact_keys_referenced
-from deckyard.render.control.store_retention import render_artifact_keys_referenced
+from deckyard.render.control.store_retention import (
+    render_artifact_keys_referenced,
+    render_document_keys_referenced,
+)
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +45,7 @@ Referrer = Callable[[AsyncConnection, Sequence[str]], Awaitable[set[str]]]
 
 REFERRERS: tuple[Referrer, ...] = (
     render_artifact_keys_referenced,
+    render_document_keys_referenced,
     job_artifact_keys_referenced,
     page_version_artifact_keys_referenced,
     publication_keys_referenced,

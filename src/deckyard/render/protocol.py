@@ -34,6 +34,8 @@ from deckyard.clock import SYSTEM_CLOCK, Clock
 from deckyard.config import Settings
 
 ATTEMPT_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+DOCUMENT_KEY_PATTERN = r"^[0-9a-f]{64}$"
+"""A document key: the lowercase hex SHA-256 of the document's UTF-8 bytes."""
 IMAGE_FORMATS = ("png", "jpeg", "webp", "pdf")
 DEFAULT_WIDTH = 1920
 DEFAULT_HEIGHT = 1080
@@ -73,6 +75,11 @@ class AttemptStatus(StrEnum):
         return self in (AttemptStatus.SUCCEEDED, AttemptStatus.FAILED, AttemptStatus.CANCELLED)
 
 
+def document_key(document: str) -> str:
+    """The content key of `document`: the hex SHA-256 of its UTF-8 bytes."""
+    return hashlib.sha256(document.encode("utf-8")).hexdigest()
+
+
 class WaitRules(BaseModel):
     """What to wait for before capturing; `document.fonts.ready` is always awaited too."""
 
@@ -90,10 +97,18 @@ class RenderInput(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     document: str | None = None
+    document_key: str | None = Field(
+        None,
+        pattern=DOCUMENT_KEY_PATTERN,
+        description="Instead of `document`: the SHA-256 of a document this renderer was sent "
+        "before (it keeps them by key); an unknown key is refused with 422 "
+        "`RENDER_DOCUMENT_UNKNOWN` and its `missing` keys, and the caller sends the document.",
+    )
     files: dict[str, str] | None = Field(
         None,
-        description="With `document`: more files (relative path -> base64) served from the "
-        "document's own origin, e.g. a static site's pages and assets. Nothing else loads.",
+        description="With `document` or `document_key`: more files (relative path -> base64) "
+        "served from the document's own origin, e.g. a static site's pages and assets. "
+        "Nothing else loads.",
     )
     url: str | None = Field(None, min_length=1, max_length=8192)
     width: int = Field(DEFAULT_WIDTH, ge=1)
@@ -111,10 +126,11 @@ class RenderInput(BaseModel):
 
     @model_validator(mode="after")
     def _one_source(self) -> RenderInput:
-        if (self.document is None) == (self.url is None):
-            raise ValueError("give exactly one of document or url")
+        given = [self.document, self.document_key, self.url]
+        if sum(value is not None for value in given) != 1:
+            raise ValueError("give exactly one of document, document_key or url")
         if self.files is not None:
-            if self.document is None:
+            if self.url is not None:
                 raise ValueError("files go with document, not with url")
             for path in self.files:
                 if not bundle_path_ok(path):
@@ -359,6 +375,7 @@ class RenderErrorCode(StrEnum):
     WAIT_FAILED = "RENDER_WAIT_FAILED"
     OUTPUT_TOO_LARGE = "RENDER_OUTPUT_TOO_LARGE"
     ATTEMPT_CONFLICT = "RENDER_ATTEMPT_CONFLICT"
+    DOCUMENT_UNKNOWN = "RENDER_DOCUMENT_UNKNOWN"
 
 
 _KIND: dict[RenderErrorCode, ErrorKind] = {
@@ -380,6 +397,7 @@ _KIND: dict[RenderErrorCode, ErrorKind] = {
     RenderErrorCode.WAIT_FAILED: ErrorKind.CONTENT,
     RenderErrorCode.OUTPUT_TOO_LARGE: ErrorKind.CONTENT,
     RenderErrorCode.ATTEMPT_CONFLICT: ErrorKind.CONTENT,
+    RenderErrorCode.DOCUMENT_UNKNOWN: ErrorKind.INFRASTRUCTURE,
 }
 
 _NOT_RETRYABLE_INFRASTRUCTURE = frozenset({RenderErrorCode.UNAUTHORIZED})

@@ -30,6 +30,8 @@ class FakeRenderer:
     attempts: dict[str, str] = field(default_factory=dict)
     bodies: dict[str, dict[str, Any]] = field(default_factory=dict)
     calls: list[str] = field(default_factory=list)
+    documents: set[str] | None = None
+    """With a set: a renderer that keeps documents by key (refuses keys it was never sent)."""
 
     def set_all(self, status: str) -> None:
         """Make every known attempt report `status`."""
@@ -62,6 +64,25 @@ class FakeRenderer:
             body.update(error_code="RENDER_PAGE_ERROR", error_kind="content", retryable=False)
         return body
 
+    def _unknown_document(self, body: dict[str, Any]) -> httpx.Response | None:
+        if self.documents is None:
+            return None
+        if "document" in body:
+            self.documents.add(hashlib.sha256(body["document"].encode()).hexdigest())
+            return None
+        wanted = body.get("document_key")
+        if wanted is None or wanted in self.documents:
+            return None
+        return httpx.Response(
+            422,
+            json={
+                "error": "RENDER_DOCUMENT_UNKNOWN",
+                "message": "document_key: 1 document(s) not held here; send them by value",
+                "field": "document_key",
+                "missing": [wanted],
+            },
+        )
+
     def handle(self, request: httpx.Request) -> httpx.Response:
         if not self.up:
             raise httpx.ConnectError("connection refused", request=request)
@@ -88,6 +109,9 @@ class FakeRenderer:
         if path == "/v1/attempts" and request.method == "POST":
             body = json.loads(request.content)
             key = body["attempt_id"]
+            refusal = self._unknown_document(body)
+            if refusal is not None:
+                return refusal
             self.bodies[key] = body
             self.attempts.setdefault(key, "accepted")
             return httpx.Response(202, json=self.receipt(key))

@@ -88,6 +88,8 @@ class Rejection:
     status: int
     code: str
     message: str
+    missing: tuple[str, ...] = ()
+    """With `RENDER_DOCUMENT_UNKNOWN`: the document keys the renderer does not hold."""
 
     @property
     def retryable(self) -> bool:
@@ -169,7 +171,10 @@ class RendererClient:
             return None
         try:
             data = resp.json()
-            return Rejection(resp.status_code, str(data["error"]), str(data.get("message", "")))
+            missing = tuple(str(key) for key in data.get("missing") or ())
+            return Rejection(
+                resp.status_code, str(data["error"]), str(data.get("message", "")), missing
+            )
         except (ValueError, KeyError, TypeError):
             return Rejection(
                 resp.status_code, RenderErrorCode.INTERNAL_ERROR.value, resp.text[:500]

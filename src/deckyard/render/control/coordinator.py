@@ -36,7 +36,13 @@ from deckyard.clock import Clock
 from deckyard.config import Settings
 from deckyard.db import Database
 from deckyard.loop import ACTIVE, IDLE, MORE, Loop, Tick
-from deckyard.render.control.client import Rejection, RendererClient, RendererSources
+from deckyard.render.control.client import (
+    Rejection,
+    RendererClient,
+    RendererSource,
+    RendererSources,
+)
+from deckyard.render.control.inputs import documents_by_value
 from deckyard.render.control.models import (
     WAKE_RENDER,
     AttemptState,
@@ -265,6 +271,9 @@ class Coordinator:
         self.settings = settings
         self.sources = sources
         self.clock = clock
+        self.store = store
+        self.documents_sent = 0
+        """Documents sent by value because a renderer lacked their key (`inputs.py`)."""
         self.client = RendererClient(settings.render_http_timeout_seconds, clock, transport)
         self.committer = ResultCommitter(db, settings, self.client, store, clock)
         self.renderer_names: dict[int, str] = {}
@@ -457,6 +466,18 @@ class Coordinator:
                 return True
         return False
 
+    async def _submit_by_value(
+        self, source: RendererSource, body: dict[str, Any], refusal: Rejection, *, deck: bool
+    ) -> Receipt | Rejection | None:
+        """Submit `body` again with the documents the renderer lacks by value (`inputs.py`);
+        a document no longer stored keeps the refusal (infrastructure, retried elsewhere)."""
+        full = await documents_by_value(self.store, body, list(refusal.missing))
+        if full is None:
+            log.warning("a render document is gone from the store: %s", refusal.missing)
+            return refusal
+        self.documents_sent += len(set(refusal.missing))
+        return await self.client.submit(source.url, source.secret, full, deck=deck)
+
     async def _dispatch(self, item: Admitted) -> None:
         source = self.sources.get(item.renderer.name)
         if source is None:
@@ -471,9 +492,10 @@ class Coordinator:
             }
         if item.pages is None:
             self.receipts.expect(item.attempt)
-        answer = await self.client.submit(
-            source.url, source.secret, body, deck=item.pages is not None
-        )
+        deck = item.pages is not None
+        answer = await self.client.submit(source.url, source.secret, body, deck=deck)
+        if isinstance(answer, Rejection) and answer.code == RenderErrorCode.DOCUMENT_UNKNOWN:
+            answer = await self._submit_by_value(source, body, answer, deck=deck)
         if answer is not None and not isinstance(answer, Rejection):
             self._watch(source.name, answer)
         if answer is None or not isinstance(answer, Rejection):

@@ -21,6 +21,7 @@ from deckyard.clock import Clock
 from deckyard.config import Settings
 from deckyard.db import Database
 from deckyard.jobs import JobContext, JobError, JobErrorCode, Runtime
+from deckyard.render.control.inputs import documents_by_reference
 from deckyard.render.control.models import (
     DECK_KIND,
     ControlErrorCode,
@@ -125,10 +126,13 @@ class DeckRenders:
         deadline = now + timedelta(seconds=budget)
         if ctx.deadline_at is not None:
             deadline = min(deadline, ctx.deadline_at)
+        render_input: dict[str, Any] = {"pages": [spec.render_input() for spec in specs]}
+        if self.screenshots.store is not None:
+            render_input = await documents_by_reference(self.screenshots.store, render_input)
         new = NewRequest(
             kind=DECK_KIND,
             workspace_id=workspace,
-            input={"pages": [spec.render_input() for spec in specs]},
+            input=render_input,
             input_hash=digest,
             max_attempts=s.render_max_attempts,
             deadline_at=deadline,

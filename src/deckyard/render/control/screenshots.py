@@ -31,11 +31,13 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from deckyard.artifacts import ArtifactStore
 from deckyard.clock import Clock
 from deckyard.config import Settings
 from deckyard.db import Database
 from deckyard.jobs import JobContext, JobError, JobErrorCode, JobStatus, Runtime
 from deckyard.render.control.coordinator import queue_check
+from deckyard.render.control.inputs import documents_by_reference
 from deckyard.render.control.models import (
     WAKE_REQUESTS,
     RendererState,
@@ -73,6 +75,7 @@ async def open_direct(
     settings: Settings,
     spec: ScreenshotSpec,
     *,
+    store: ArtifactStore | None = None,
     workspace_id: str,
     deadline_at: datetime,
     now: datetime,
@@ -82,10 +85,13 @@ async def open_direct(
     One write transaction: the admission lock, the queue limits (screenshot jobs and these
     requests together; raises `RenderQueueFull`), the renderer check and the insert.
     """
+    render_input = spec.render_input()
+    if store is not None:
+        render_input = await documents_by_reference(store, render_input)
     new = NewRequest(
         kind=SCREENSHOT_KIND,
         workspace_id=workspace_id,
-        input=spec.render_input(),
+        input=render_input,
         input_hash=spec.input_hash(),
         max_attempts=settings.render_max_attempts,
         deadline_at=deadline_at,
@@ -157,11 +163,20 @@ async def request_to_resume(
 class ScreenshotHandler:
     """The `screenshot` job handler, the cancel hook and the cancel observer."""
 
-    def __init__(self, db: Database, runtime: Runtime, settings: Settings, clock: Clock) -> None:
+    def __init__(
+        self,
+        db: Database,
+        runtime: Runtime,
+        settings: Settings,
+        clock: Clock,
+        store: ArtifactStore | None = None,
+    ) -> None:
         self.db = db
         self.runtime = runtime
         self.settings = settings
         self.clock = clock
+        self.store = store
+        """Where documents go by reference (`inputs.py`); None keeps them in the row."""
 
     async def cancel_hook(self, conn: AsyncConnection, job_ids: list[int], now: datetime) -> None:
         """Cancel the render requests of cancelled jobs inside the cancel's transaction."""
@@ -184,10 +199,13 @@ class ScreenshotHandler:
         deadline = now + timedelta(seconds=self.settings.render_request_deadline_seconds)
         if ctx.deadline_at is not None:
             deadline = min(deadline, ctx.deadline_at)
+        render_input = spec.render_input()
+        if self.store is not None:
+            render_input = await documents_by_reference(self.store, render_input)
         new = NewRequest(
             kind=SCREENSHOT_KIND,
             workspace_id=workspace,
-            input=spec.render_input(),
+            input=render_input,
             input_hash=digest,
             max_attempts=self.settings.render_max_attempts,
             deadline_at=deadline,

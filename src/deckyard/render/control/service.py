@@ -82,7 +82,7 @@ class RenderService:
                 count=settings.renderers,
                 on_change=self.coordinator.probe_loop.poke,
             )
-        self.handler = ScreenshotHandler(db, runtime, settings, clock)
+        self.handler = ScreenshotHandler(db, runtime, settings, clock, self.store)
         self.decks = DeckRenders(db, runtime, settings, clock, self.handler)
         runtime.handler(
             SCREENSHOT_KIND,
@@ -169,6 +169,7 @@ class RenderService:
             self.runtime,
             self.settings,
             spec,
+            store=self.store,
             workspace_id=workspace_id,
             deadline_at=now + timedelta(seconds=seconds),
             now=now,

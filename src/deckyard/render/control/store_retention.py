@@ -10,10 +10,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import Text, cast, delete, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from deckyard.jobs.status import TERMINAL
+from deckyard.render.control.inputs import DOCUMENT_PREFIX
 from deckyard.render.control.schema import render_attempts, render_pages, render_requests
 
 
@@ -50,6 +51,26 @@ async def render_artifact_keys_referenced(conn: AsyncConnection, keys: Sequence[
     p = render_pages.c
     pages = await conn.execute(select(p.artifact_key).where(p.artifact_key.in_(list(keys))))
     return {str(r.artifact_key) for r in rows} | {str(r.artifact_key) for r in pages}
+
+
+async def render_document_keys_referenced(conn: AsyncConnection, keys: Sequence[str]) -> set[str]:
+    """Those of `keys` that are render documents (`inputs.py`) a request's input still names.
+
+    A text match on the input (the key is 64 hex digits, so it cannot match by accident), one
+    scan per document key; requests are pruned by retention, so the scan stays bounded.
+    """
+    found: set[str] = set()
+    text = cast(render_requests.c.input, Text)
+    for key in keys:
+        if not (key.startswith(DOCUMENT_PREFIX) and key.endswith(".html")):
+            continue
+        digest = key[len(DOCUMENT_PREFIX) : -len(".html")]
+        row = await conn.execute(
+            select(render_requests.c.id).where(text.like(f"%{digest}%")).limit(1)
+        )
+        if row.first() is not None:
+            found.add(key)
+    return found
 
 
 async def render_retention_counts(conn: AsyncConnection) -> dict[str, int]:

@@ -22,7 +22,7 @@ import signal
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, FastAPI, Query, Request
 from fastapi.responses import JSONResponse, Response
@@ -58,10 +58,13 @@ from deckyard.render.protocol import (
 )
 from deckyard.render.renderer.browser.pool import BrowserPool
 from deckyard.render.renderer.browser.tabs import TabPool
+from deckyard.render.renderer.documents import DocumentCache
 from deckyard.render.renderer.registry import AttemptConflictError, AttemptRegistry, NoFreeSlotError
 from deckyard.render.renderer.ssrf import UrlGuard
 
 log = logging.getLogger(__name__)
+
+R = TypeVar("R", bound=RenderInput)
 
 
 class RendererRuntime:
@@ -91,6 +94,7 @@ class RendererRuntime:
         )
         self.pool = BrowserPool(settings, epoch, on_process_group)
         self.tabs = TabPool(settings, self.pool)
+        self.documents = DocumentCache(settings.renderer_document_cache_bytes)
         self.registry = AttemptRegistry(
             settings, self.pool, self.tabs, self.guard, root, clock, renderer_id, epoch
         )
@@ -190,10 +194,11 @@ class ApiError(Exception):
         message: str,
         field: str | None = None,
         headers: dict[str, str] | None = None,
+        missing: list[str] | None = None,
     ) -> None:
         super().__init__(message)
         self.status, self.code, self.message = status, code, message
-        self.field, self.headers = field, headers
+        self.field, self.headers, self.missing = field, headers, missing
 
 
 def _field_name(loc: tuple[int | str, ...]) -> str:
@@ -228,7 +233,26 @@ def create_app(runtime: RendererRuntime) -> FastAPI:
         body: dict[str, Any] = {"error": exc.code, "message": exc.message}
         if exc.field is not None:
             body["field"] = exc.field
+        if exc.missing is not None:
+            body["missing"] = exc.missing
         return JSONResponse(body, status_code=exc.status, headers=exc.headers)
+
+    def by_value(render: R) -> R:
+        """`render` with its document by value: one sent now is kept, a known key resolved.
+
+        An unknown key comes back unchanged (the caller refuses it).
+        """
+        if render.document is not None:
+            runtime.documents.keep(render.document)
+        elif render.document_key is not None:
+            document = runtime.documents.get(render.document_key)
+            if document is not None:
+                return render.model_copy(update={"document": document, "document_key": None})
+        return render
+
+    def unknown(keys: list[str], field: str) -> ApiError:
+        message = f"{field}: {len(keys)} document(s) not held here; send them by value"
+        return ApiError(422, RenderErrorCode.DOCUMENT_UNKNOWN, message, field, missing=keys)
 
     async def parse(body: bytes, model: type[RenderInput]) -> RenderInput:
         try:
@@ -238,6 +262,9 @@ def create_app(runtime: RendererRuntime) -> FastAPI:
             field = _field_name(first["loc"])
             message = f"{field}: {first['msg']}"
             raise ApiError(422, RenderErrorCode.INVALID_INPUT, message, field) from None
+        render = by_value(render)
+        if render.document_key is not None:
+            raise unknown([render.document_key], "document_key")
         problems = check_limits(render, runtime.settings)
         if problems:
             first_problem = problems[0]
@@ -257,6 +284,12 @@ def create_app(runtime: RendererRuntime) -> FastAPI:
             field = _field_name(first["loc"])
             message = f"{field}: {first['msg']}"
             raise ApiError(422, RenderErrorCode.INVALID_INPUT, message, field) from None
+        pages = [by_value(page) for page in deck.pages]
+        missing = [p for p in pages if p.document_key is not None]
+        if missing:
+            field = f"pages.{missing[0].index}.document_key"
+            raise unknown(sorted({str(p.document_key) for p in missing}), field)
+        deck = deck.model_copy(update={"pages": pages})
         for page in deck.pages:
             problems = check_limits(page, runtime.settings)
             if problems:

@@ -23,6 +23,7 @@ from deckyard.config import Settings
 from deckyard.db import Database
 from deckyard.db.migrate import upgrade
 from deckyard.jobs import Runtime
+from deckyard.render.control.inputs import DOCUMENT_PREFIX
 from deckyard.render.control.schema import render_attempts
 from deckyard.render.control.service import RenderService
 from tests.drills.conftest import LIVE, start_renderer
@@ -104,6 +105,10 @@ class Plane:
     proxy: FaultProxy
     settings: Settings
     samples: list[int] = field(default_factory=list)
+
+    async def results(self) -> list[str]:
+        """The store's keys but the render documents (inputs by key, `control/inputs.py`)."""
+        return [k for k in await self.store.keys() if not k.startswith(DOCUMENT_PREFIX)]
 
     async def occupancy(self) -> int:
         """Slots held right now: one per single attempt, one per slot of a deck attempt."""

@@ -70,7 +70,7 @@ async def test_drill1_cancel_during_navigation(
         [attempt] = await plane.service.attempts(req_id)
         assert attempt.status is AttemptState.CANCELLED
         assert attempt.active_occupancy == 0
-        assert await plane.store.keys() == []
+        assert await plane.results() == []
         assert await plane.service.artifact_for_job(job.id) is None
 
 
@@ -99,7 +99,7 @@ async def test_drill2_cancel_while_the_png_is_on_its_way(
         assert done.status is JobStatus.CANCELLED
         assert committer.stats.committed == 0
         assert (await plane.service.request(req_id)).result is None  # type: ignore[union-attr]
-        assert await plane.store.keys() == []
+        assert await plane.results() == []
 
 
 async def test_drill3_sigkill_renderer_lease_expires_then_new_attempt_wins(
@@ -188,7 +188,7 @@ async def test_drill4_png_after_lease_expiry_is_refused_new_attempt_wins(
         assert [a.status for a in attempts] == [AttemptState.LOST, AttemptState.SUCCEEDED]
         assert committer.stats.refused_keys == [attempts[0].attempt_key]
         assert done.result["attempt_key"] == attempts[1].attempt_key
-        assert await plane.store.keys() == [done.result["artifact_key"]]
+        assert await plane.results() == [done.result["artifact_key"]]
         assert set(plane.proxy.artifacts_served) == {a.attempt_key for a in attempts}
 
 
@@ -216,4 +216,4 @@ async def test_drill5_navigation_never_completes_under_a_hard_deadline(
         assert done.status is JobStatus.FAILED
         assert done.error_code == "RENDER_DEADLINE_EXCEEDED"
         assert request.result is None and done.result is None
-        assert await plane.store.keys() == []
+        assert await plane.results() == []

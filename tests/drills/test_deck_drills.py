@@ -104,10 +104,10 @@ async def only_committed_files(plane: Plane, req_id: int) -> None:
     """
 
     async def stray() -> list[str]:
-        return sorted(set(await plane.store.keys()) - set(await committed_keys(plane, req_id)))
+        return sorted(set(await plane.results()) - set(await committed_keys(plane, req_id)))
 
     assert not await settled(stray), "a refused or cancelled page's file was left behind"
-    assert sorted(await plane.store.keys()) == await committed_keys(plane, req_id)
+    assert sorted(await plane.results()) == await committed_keys(plane, req_id)
 
 
 def posted_pages(plane: Plane) -> list[list[int]]:
@@ -309,7 +309,7 @@ async def test_deck_renderer_sigkill_mid_deck_resumes_at_the_page(
             assert visits == [1] * 7 + [2, 2] + [1] * (total - 9), state
             outcomes = [PageRender(**o) for o in done.result["pages"]]
             assert [o.error_code for o in outcomes] == [None] * total
-            keys = sorted(await plane.store.keys())
+            keys = sorted(await plane.results())
             assert keys == await committed_keys(plane, req_id) and len(keys) == total
             data = await plane.store.get(outcomes[12].result["artifact_key"])  # type: ignore[index]
             assert data is not None and decode_png(data)[:2] == (320, 200)

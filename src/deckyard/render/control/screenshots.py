@@ -75,23 +75,22 @@ async def open_direct(
     settings: Settings,
     spec: ScreenshotSpec,
     *,
-    store: ArtifactStore | None = None,
     workspace_id: str,
     deadline_at: datetime,
     now: datetime,
 ) -> RenderRequest | None:
     """Insert a render request without a job, or None when no renderer is up (rule Q0).
 
+    Its document stays in the row by value: the request is forgotten once answered and a
+    validation stores nothing (a stored document would outlive it until the sweep's grace).
+
     One write transaction: the admission lock, the queue limits (screenshot jobs and these
     requests together; raises `RenderQueueFull`), the renderer check and the insert.
     """
-    render_input = spec.render_input()
-    if store is not None:
-        render_input = await documents_by_reference(store, render_input)
     new = NewRequest(
         kind=SCREENSHOT_KIND,
         workspace_id=workspace_id,
-        input=render_input,
+        input=spec.render_input(),
         input_hash=spec.input_hash(),
         max_attempts=settings.render_max_attempts,
         deadline_at=deadline_at,

@@ -169,7 +169,6 @@ class RenderService:
             self.runtime,
             self.settings,
             spec,
-            store=self.store,
             workspace_id=workspace_id,
             deadline_at=now + timedelta(seconds=seconds),
             now=now,

@@ -32,9 +32,10 @@ PR_SET_PDEATHSIG = 1
 def renderer_command(slots: int | None) -> list[str]:
     """The command line of a supervised renderer: `deckyard renderer` on a port it picks.
 
-    Without `slots` the renderer takes its slot count from its own settings.
+    It runs as `python -m deckyard.render.renderer`, the same renderer without the CLI's
+    imports in front of it. Without `slots` it takes its slot count from its own settings.
     """
-    cmd = [sys.executable, "-m", "deckyard", "renderer", "--port", "0"]
+    cmd = [sys.executable, "-m", "deckyard.render.renderer", "--port", "0"]
     return cmd if slots is None else [*cmd, "--slots", str(slots)]
 
 

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from sqlalchemy import event
+from sqlalchemy.pool import Pool
 
 from deckyard.db import Database
 from deckyard.db.migrate import upgrade
@@ -122,3 +124,35 @@ def _data_dir_outside_the_checkout(tmp_path_factory: pytest.TempPathFactory) -> 
             os.environ["DECKYARD_DATA_DIR"] = previous
     if not existed and stray.exists():
         pytest.fail(f"a test left {stray.resolve()} behind")
+
+
+_checked_out: dict[int, str] = {}  # id of a pool's connection record -> the test that took it
+
+
+def _on_checkout(dbapi_conn: object, record: object, proxy: object) -> None:
+    _checked_out[id(record)] = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" ", 1)[0]
+
+
+def _on_checkin(dbapi_conn: object, record: object) -> None:
+    _checked_out.pop(id(record), None)
+
+
+event.listen(Pool, "checkout", _on_checkout)
+event.listen(Pool, "checkin", _on_checkin)
+
+
+@pytest.fixture(autouse=True)
+def _no_pooled_connection_left(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fail the test that leaves an SQLAlchemy pool connection checked out.
+
+    Such a connection is otherwise only noticed when the garbage collector reaches it, tests
+    later (on another database, under another worker's timing); the pool's checkout and checkin
+    events put the failure on the test that took it. Runs after the test's other fixtures are
+    torn down (autouse fixtures are set up first).
+    """
+    yield
+    mine = [key for key, test in _checked_out.items() if test == request.node.nodeid]
+    for key in mine:
+        del _checked_out[key]
+    if mine:
+        pytest.fail(f"{request.node.nodeid} left {len(mine)} pooled connection(s) checked out")

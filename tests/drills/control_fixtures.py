@@ -57,6 +57,16 @@ DRILL_SETTINGS: dict[str, Any] = {
 }
 
 
+ROOMY_LEASES: dict[str, Any] = {
+    "job_lease_seconds": 10.0,
+    "job_heartbeat_interval_seconds": 1.0,
+    "render_lease_seconds": 6.0,
+}
+"""An in-process plane's leases unless a drill asks for others: the drills that are about a
+lease's expiry (3 and 4) pass 3 s. At 1.5 s (job) and 3 s (render) a cold or loaded machine
+lapses them in drills about something else (a cancel seen as a lost attempt)."""
+
+
 @pytest.fixture(scope="module")
 def nav() -> Iterator[NavigationSite]:
     """The navigation site whose page loads the drills hold."""
@@ -136,6 +146,7 @@ async def running_plane(
     settings = Settings.load(
         **{
             **DRILL_SETTINGS,
+            **ROOMY_LEASES,
             "data_dir": tmp_path,
             "database_url": f"sqlite:///{tmp_path / 'drill.db'}",
             "renderer_urls": [proxy.url],

@@ -1,8 +1,9 @@
 """Seed 004's five screenshot lifecycle drills against real renderer processes and Chromium.
 
-Timings are scaled down (lease 3 s, receipt poll 0.2 s, request deadline 20 s, caps 2). Each
-drill also passes seed 004's gate (see `control_fixtures`): occupancy sampled throughout never
-exceeds the cap, every worker ends idle, no temp files, no stray browser, no zombie.
+Timings are scaled down (render lease 3 s in the drills about its expiry, receipt poll 0.2 s,
+request deadline 20 s, caps 2). Each drill also passes seed 004's gate (see
+`control_fixtures`): occupancy sampled throughout never exceeds the cap, every worker ends idle,
+no temp files, no stray browser, no zombie.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ from tests.helpers.eventually import eventually, settled_sync
 __all__ = ["hygiene", "nav", "shared_renderer"]
 pytestmark = [pytest.mark.chromium, pytest.mark.processes, pytest.mark.slow]
 
+SHORT_LEASE = {"render_lease_seconds": 3.0}
+"""Drills 3 and 4 are about a render lease's expiry: theirs is short, so they end quickly."""
 SLIDE = "<html><body style='margin:0;background:#c00'><h1>slide</h1></body></html>"
 
 
@@ -108,7 +111,7 @@ async def test_drill3_sigkill_renderer_lease_expires_then_new_attempt_wins(
     first = start_renderer(site, slots=2, **renderer_env(nav))
     second: RendererProcess | None = None
     try:
-        async with running_plane(tmp_path, first) as plane:
+        async with running_plane(tmp_path, first, **SHORT_LEASE) as plane:
             job = await plane.service.screenshot(
                 ScreenshotSpec(url=nav.url("d3"), width=320, height=200), workspace_id="ws"
             )
@@ -168,7 +171,7 @@ async def test_drill3_sigkill_renderer_lease_expires_then_new_attempt_wins(
 async def test_drill4_png_after_lease_expiry_is_refused_new_attempt_wins(
     tmp_path: Path, shared_renderer: RendererProcess
 ) -> None:
-    async with running_plane(tmp_path, shared_renderer) as plane:
+    async with running_plane(tmp_path, shared_renderer, **SHORT_LEASE) as plane:
         plane.proxy.hold_artifacts = True
         job = await plane.service.screenshot(
             ScreenshotSpec(html=SLIDE, width=400, height=300), workspace_id="ws"

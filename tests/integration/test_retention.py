@@ -27,10 +27,6 @@ QUIET = {  # the loops stay out of the way: the test drives retention itself
 }
 
 
-ROOMY_LEASE = {"job_lease_seconds": 10.0, "job_heartbeat_interval_seconds": 1.0}
-"""With a renderer on a busy machine, the fast settings' 1.5 s lease can lapse mid-check."""
-
-
 def retention_of(app: FastAPI) -> Retention:
     r: Retention = app.state.node.retention
     return r
@@ -212,7 +208,7 @@ async def test_an_asset_replacement_lands_only_when_its_pages_pass(db_url: str) 
         Image.new("RGB", (8, 8), colour).save(out, format="PNG")
         return out.getvalue()
 
-    async with running_app(db_url, renderers=1, **QUIET, **ROOMY_LEASE) as (app, client):
+    async with running_app(db_url, renderers=1, **QUIET) as (app, client):
         alice = await make_token(app, "alice")
         retention = retention_of(app)
         body = json_deck("# Logo\n\n![logo](assets/logo.png)\n")

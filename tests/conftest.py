@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
@@ -56,9 +57,9 @@ def require_pg() -> None:
     pytest.skip(problem)
 
 
-@pytest.fixture
-def pg_schema_url() -> Iterator[str]:
-    """A PostgreSQL URL whose search_path is a fresh schema, dropped afterwards."""
+@contextmanager
+def fresh_pg_schema() -> Iterator[str]:
+    """A PostgreSQL URL whose search_path is a fresh schema, dropped on leaving."""
     require_pg()
     schema = f"t_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(PG_URL, autocommit=True) as conn:
@@ -69,6 +70,13 @@ def pg_schema_url() -> Iterator[str]:
     finally:
         with psycopg.connect(PG_URL, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+@pytest.fixture
+def pg_schema_url() -> Iterator[str]:
+    """A PostgreSQL URL whose search_path is a fresh schema, dropped afterwards."""
+    with fresh_pg_schema() as url:
+        yield url
 
 
 def schema_of(url: str) -> str:
@@ -83,6 +91,20 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         yield f"sqlite:///{tmp_path / 'test.db'}"
     else:
         yield request.getfixturevalue("pg_schema_url")
+
+
+@pytest.fixture(
+    scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def module_db_url(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """`db_url` for a module whose tests share one server: one empty database per dialect."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path_factory.mktemp('db') / 'test.db'}"
+    else:
+        with fresh_pg_schema() as url:
+            yield url
 
 
 @pytest.fixture

@@ -20,10 +20,12 @@ import pytest
 from PIL import Image
 
 from tests.helpers.decks import PNG_1PX, json_deck
-from tests.helpers.server import Server, clean_env, create_token, event_types
+from tests.helpers.server import Server, clean_env, create_token, event_types, workspace_tokens
 
 pytestmark = pytest.mark.processes
 SKIP = {"skip_visual_verification": True}
+WORKSPACES = 12
+"""More than the module's tests that use `node` (each takes a workspace of its own)."""
 
 
 @dataclass
@@ -44,20 +46,40 @@ class Node:
         )
 
 
-@pytest.fixture
-def node(db_url: str, tmp_path: Path, servers: list[Server]) -> Iterator[Node]:
+@dataclass
+class Shared:
+    """The module's server, one client, and an unused workspace token per test."""
+
+    url: str
+    client: httpx.Client
+    tokens: list[str]
+
+
+@pytest.fixture(scope="module")
+def shared(module_db_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shared]:
+    """One server per dialect for the module; each test edits in a workspace of its own."""
+    tmp = tmp_path_factory.mktemp("editing")
     env = clean_env(
-        tmp_path,
-        DECKYARD_DATABASE_URL=db_url,
+        tmp,
+        DECKYARD_DATABASE_URL=module_db_url,
         DECKYARD_RENDERERS="0",
         DECKYARD_DECK_MAX_FILE_BYTES="4096",
     )
-    token = create_token(env, tmp_path, "alice")
-    server = Server([], env, tmp_path)
-    servers.append(server)
-    server.wait_ready(60)
-    with httpx.Client(timeout=120) as client:
-        yield Node(server.url, client, {"authorization": f"Bearer {token}"})
+    tokens = workspace_tokens(module_db_url, [f"ws{i}" for i in range(WORKSPACES)])
+    server = Server([], env, tmp)
+    try:
+        server.wait_ready(60)
+        with httpx.Client(timeout=120) as client:
+            yield Shared(server.url, client, list(tokens.values()))
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def node(shared: Shared) -> Node:
+    """The shared server, as a client of a workspace no other test has used."""
+    token = shared.tokens.pop()
+    return Node(shared.url, shared.client, {"authorization": f"Bearer {token}"})
 
 
 def png_bytes(size: int) -> bytes:

@@ -9,7 +9,6 @@ import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -18,7 +17,7 @@ import pytest
 from deckyard.decks.site.hosting import share_token_sign
 from tests.helpers.decks import json_deck
 from tests.helpers.eventually import eventually_sync
-from tests.helpers.server import Server, clean_env, create_token
+from tests.helpers.server import Server, clean_env, workspace_tokens
 
 pytestmark = [pytest.mark.chromium, pytest.mark.processes]
 SIGNING_KEY = "k" * 40
@@ -43,21 +42,25 @@ class Site:
         return {"authorization": f"Bearer {made.json()['token']}"}
 
 
-@pytest.fixture
-def site(db_url: str, tmp_path: Path, servers: list[Server]) -> Iterator[Site]:
+@pytest.fixture(scope="module")
+def site(module_db_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
+    """One server with a renderer per dialect, shared by the module's tests."""
+    tmp = tmp_path_factory.mktemp("sites")
     env = clean_env(
-        tmp_path,
-        DECKYARD_DATABASE_URL=db_url,
+        tmp,
+        DECKYARD_DATABASE_URL=module_db_url,
         DECKYARD_RENDERERS="1",
         DECKYARD_RENDERER_SLOTS="2",
         DECKYARD_SITE_SIGNING_KEY=SIGNING_KEY,
     )
-    token = create_token(env, tmp_path, "alice")
-    server = Server([], env, tmp_path)
-    servers.append(server)
-    server.wait_ready(90)
-    with httpx.Client(timeout=60) as client:
-        yield Site(server.url, client, {"authorization": f"Bearer {token}"})
+    token = workspace_tokens(module_db_url, ["alice"])["alice"]
+    server = Server([], env, tmp)
+    try:
+        server.wait_ready(90)
+        with httpx.Client(timeout=60) as client:
+            yield Site(server.url, client, {"authorization": f"Bearer {token}"})
+    finally:
+        server.stop()
 
 
 def published(site: Site, deck_id: int, body: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -12,6 +13,10 @@ from pathlib import Path
 
 import httpx
 
+from deckyard.api.auth import token_create
+from deckyard.clock import SYSTEM_CLOCK
+from deckyard.db import Database
+from deckyard.db.migrate import upgrade
 from tests.helpers.eventually import eventually_sync
 
 DECKYARD = [sys.executable, "-m", "deckyard"]
@@ -84,6 +89,25 @@ def create_token(env: dict[str, str], cwd: Path, workspace: str) -> str:
         timeout=60,
         check=True,
     ).stdout.strip()
+
+
+def workspace_tokens(db_url: str, workspaces: list[str]) -> dict[str, str]:
+    """An admin token per workspace, written in process before a server owns the database.
+
+    For modules whose tests share one server, each in a workspace of its own: one migration
+    and a few inserts instead of a `deckyard token create` subprocess per test.
+    """
+
+    async def go() -> dict[str, str]:
+        db = Database(db_url)
+        try:
+            await upgrade(db)
+            now = SYSTEM_CLOCK.now()
+            return {ws: await token_create(db, ws, now) for ws in workspaces}
+        finally:
+            await db.dispose()
+
+    return asyncio.run(go())
 
 
 def event_types(client: httpx.Client, url: str, headers: dict[str, str], job_id: int) -> list[str]:

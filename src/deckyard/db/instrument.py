@@ -51,6 +51,8 @@ class StatementCounter:
 
     def __init__(self) -> None:
         self.by_loop: dict[str, LoopCounters] = defaultdict(LoopCounters)
+        self._window = 0
+        """Bumped by `reset`: a transaction counts in the window where its writes ran."""
 
     def attach(self, engine: Engine) -> None:
         """Start counting statements on `engine`."""
@@ -68,8 +70,14 @@ class StatementCounter:
         return float(sum(getattr(c, field) for n, c in self.by_loop.items() if n not in exclude))
 
     def reset(self) -> None:
-        """Forget everything counted so far."""
+        """Forget everything counted so far.
+
+        A transaction that wrote before the reset and commits after it is not counted after it:
+        its writes were counted (and forgotten) before, so a quiet window cannot show a write
+        transaction without a write (as a warm-up's last write committing late once did).
+        """
         self.by_loop.clear()
+        self._window += 1
 
     def note_write_begin(self) -> None:
         """Record that a write transaction began (called by `Database.write_transaction`)."""
@@ -81,7 +89,7 @@ class StatementCounter:
     def _after(self, conn: Connection, cursor: Any, sql: str, *args: Any) -> None:
         seconds = time.perf_counter() - conn.info.pop("dy_t0", time.perf_counter())
         if self.note_statement(sql, cursor.rowcount, seconds):
-            conn.info["dy_wrote"] = True
+            conn.info["dy_wrote"] = self._window
 
     def note_statement(self, sql: str, rowcount: int, seconds: float) -> bool:
         """Count one statement run outside the engine's events; True when it is a write.
@@ -109,7 +117,7 @@ class StatementCounter:
         self.by_loop[current_loop.get()].write_transactions += 1
 
     def _commit(self, conn: Connection) -> None:
-        if conn.info.pop("dy_wrote", False):
+        if conn.info.pop("dy_wrote", None) == self._window:
             self.by_loop[current_loop.get()].write_transactions += 1
 
     def _rollback(self, conn: Connection) -> None:

@@ -126,15 +126,17 @@ async def test_drill3_sigkill_renderer_lease_expires_then_new_attempt_wins(
                 )
 
             await eventually(navigating, timeout=20, every=0.05)
-            [before] = await plane.service.attempts(req_id)
             old_epoch = first.ready["epoch"]
             LIVE.pop(first.proc.pid)
             os.kill(first.proc.pid, signal.SIGKILL)
-            first.stop()
+            # blocking calls go to a thread, so that a receipt the renderer sent before its
+            # death is committed now, not after the lease is read below
+            await asyncio.to_thread(first.stop)
             STOPPED_EPOCHS.add(old_epoch)
-            assert not settled_sync(lambda: tagged_processes({old_epoch}), 15), (
-                "browser outlived kill"
-            )
+            left = await asyncio.to_thread(settled_sync, lambda: tagged_processes({old_epoch}), 15)
+            assert not left, "browser outlived kill"
+            # the lease as the last receipt left it: nothing can renew it from here on
+            [before] = await plane.service.attempts(req_id)
 
             async def lost() -> bool:
                 [a, *_] = await plane.service.attempts(req_id)

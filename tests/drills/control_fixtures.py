@@ -36,6 +36,7 @@ from tests.drills.control_support import (
     zombie_children,
 )
 from tests.drills.support import SECRET, DrillSite, RendererProcess
+from tests.helpers.api import ROOMY_LEASE
 from tests.helpers.eventually import settled, settled_sync
 from tests.helpers.runtime import FAST
 
@@ -57,11 +58,7 @@ DRILL_SETTINGS: dict[str, Any] = {
 }
 
 
-ROOMY_LEASES: dict[str, Any] = {
-    "job_lease_seconds": 10.0,
-    "job_heartbeat_interval_seconds": 1.0,
-    "render_lease_seconds": 6.0,
-}
+ROOMY_LEASES: dict[str, Any] = {**ROOMY_LEASE, "render_lease_seconds": 6.0}
 """An in-process plane's leases unless a drill asks for others: the drills that are about a
 lease's expiry (3 and 4) pass 3 s. At 1.5 s (job) and 3 s (render) a cold or loaded machine
 lapses them in drills about something else (a cancel seen as a lost attempt)."""

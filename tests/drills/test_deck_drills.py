@@ -29,6 +29,7 @@ from deckyard.render.control.models import AttemptState, RequestStatus, Screensh
 from deckyard.render.control.service import RenderService
 from tests.drills.conftest import LIVE, start_renderer
 from tests.drills.control_fixtures import (
+    ROOMY_LEASES,
     STOPPED_EPOCHS,
     Plane,
     hygiene,
@@ -46,12 +47,6 @@ __all__ = ["hygiene", "nav", "shared_renderer"]
 pytestmark = [pytest.mark.chromium, pytest.mark.processes, pytest.mark.slow]
 
 DECK_JOB = "drill.deck"
-SLOW_MACHINE: dict[str, Any] = {
-    "job_lease_seconds": 10.0,
-    "job_heartbeat_interval_seconds": 1.0,
-    "render_lease_seconds": 6.0,
-}
-"""Leases are not what these drills test: on a loaded machine 1.5 s (job), 3 s (render) is short."""
 
 
 def deck_job(runtime: Runtime, service: RenderService) -> None:
@@ -124,7 +119,7 @@ async def test_deck_cancel_during_a_page(
 ) -> None:
     tag = f"dc{os.getpid()}{tmp_path.name[-6:]}"
     async with running_plane(
-        tmp_path, shared_renderer, before_start=deck_job, database_url=db_url, **SLOW_MACHINE
+        tmp_path, shared_renderer, before_start=deck_job, database_url=db_url
     ) as plane:
         specs = pages(nav, tag, 4, held={2})
         job = await plane.runtime.enqueue(DECK_JOB, {"specs": specs}, queue="render")
@@ -165,7 +160,6 @@ async def test_deck_deadline_across_attempts(
         database_url=db_url,
         render_attempt_timeout_seconds=8.0,
         render_request_deadline_seconds=60.0,
-        **SLOW_MACHINE,
     ) as plane:
         job = await plane.runtime.enqueue(DECK_JOB, {"specs": specs}, queue="render")
         req_id = await deck_request(plane, job.id)
@@ -209,7 +203,7 @@ fails as crashed, is left pending and is rendered by the next attempt, a whole a
 
 
 KILL_DRILL_LEASES: dict[str, Any] = {
-    **SLOW_MACHINE,
+    **ROOMY_LEASES,
     "job_lease_seconds": 30.0,
     "render_lease_seconds": 30.0,
 }

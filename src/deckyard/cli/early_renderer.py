@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from deckyard.render.processes import spawn_renderer, terminate_renderer
+from deckyard.startup import before_exit, heavy_imports
 
 RENDERER_URLS_ENV = "DECKYARD_RENDERER_URLS"
 
@@ -58,7 +59,8 @@ async def _launch(
     early = None if os.environ.get(RENDERER_URLS_ENV) else await start_early_renderer()
     try:
         # The heavy imports run while the renderer process imports and launches Chromium.
-        from deckyard.cli.pipeline import run_command
+        with heavy_imports():
+            from deckyard.cli.pipeline import run_command
 
         return await run_command(deck_dir, out, formats, database_url, verbose, early)
     finally:
@@ -72,5 +74,12 @@ async def _launch(
 def launch(
     deck_dir: Path, out: Path | None, formats: str, database_url: str | None, verbose: bool
 ) -> int:
-    """Run the pipeline for the CLI with its renderer started first; returns the exit code."""
-    return asyncio.run(_launch(deck_dir, out, formats, database_url, verbose))
+    """Run the pipeline for the CLI with its renderer started first; returns the exit code.
+
+    The process exits right after: what the run made is frozen first, so the interpreter's
+    last collection does not walk it (`deckyard.startup`).
+    """
+    try:
+        return asyncio.run(_launch(deck_dir, out, formats, database_url, verbose))
+    finally:
+        before_exit()

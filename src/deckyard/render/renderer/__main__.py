@@ -5,7 +5,8 @@ command line (typer, rich and every command group: 0.2 s on a quiet machine, ove
 load 13) is not imported before the renderer's own imports and Chromium's launch, which are on
 the start-up path of `deckyard render`. It takes only what a supervisor passes, `--port` and
 `--slots`; everything else comes from the environment, as for `deckyard renderer`, which stays
-the command for people (secret file, `--generate-secret`, help).
+the command for people (secret file, `--generate-secret`, help). Its imports run with the
+collector paused (`deckyard.startup`), which also stops the renderer sooner at exit.
 """
 
 from __future__ import annotations
@@ -13,8 +14,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from deckyard.config import Settings, SettingsError
-from deckyard.render.renderer.main import run_renderer
+from deckyard.startup import before_exit, heavy_imports
+
+with heavy_imports():
+    from deckyard.config import Settings, SettingsError
+    from deckyard.render.renderer.main import run_renderer
 
 
 def main() -> None:
@@ -30,7 +34,10 @@ def main() -> None:
         for problem in exc.problems:
             print(f"deckyard: {problem}", file=sys.stderr)
         raise SystemExit(2) from None
-    run_renderer(settings)
+    try:
+        run_renderer(settings)
+    finally:
+        before_exit()
 
 
 main()

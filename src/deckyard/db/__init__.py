@@ -7,6 +7,7 @@ from deckyard.db.notify import ANY_CHANNEL, Subscription, WakeupBus
 from deckyard.db.retry import WriteRetryPolicy, run_with_write_retry
 from deckyard.db.schema import metadata, partial_index
 from deckyard.db.types import JSONPayload, UTCDateTime
+from deckyard.db.waiters import SharedWaiters
 
 __all__ = [
     "ANY_CHANNEL",
@@ -14,6 +15,7 @@ __all__ = [
     "Database",
     "JSONPayload",
     "PgStatement",
+    "SharedWaiters",
     "StatementCounter",
     "Subscription",
     "UTCDateTime",

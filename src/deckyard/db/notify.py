@@ -34,6 +34,10 @@ class Subscription:
         self._hits.add(channel)
         self._event.set()
 
+    def poke(self) -> None:
+        """Wake this subscription alone (no channel is hit): its owner has new work to look at."""
+        self._event.set()
+
     def take_hits(self) -> set[str]:
         """The channels that woke this subscription since the last call."""
         hits, self._hits = self._hits, set()

@@ -28,7 +28,6 @@ from deckyard.jobs.models import Job, JobEvent
 from deckyard.jobs.policy import RecoveryPolicy, RetryPolicy
 from deckyard.jobs.status import JobStatus
 from deckyard.jobs.store import (
-    WAKE_EVENTS,
     NewJob,
     events_after,
     events_append,
@@ -48,7 +47,7 @@ from deckyard.jobs.store_admin import (
     jobs_depth,
     jobs_prune,
 )
-from deckyard.jobs.waiters import TerminalWaiters
+from deckyard.jobs.waiters import EventFollowers, terminal_waiters
 from deckyard.jobs.worker import Handler, HandlerFn, Worker
 from deckyard.loop import Loop
 
@@ -132,7 +131,8 @@ class Runtime:
         self.maintenance = Maintenance(
             self.db, s, clock, self.metrics, self.recovery_policy, self.periodics
         )
-        self.waiters = TerminalWaiters(self.db, s.job_idle_poll_ceiling_seconds)
+        self.waiters = terminal_waiters(self.db, s.job_idle_poll_ceiling_seconds)
+        self.followers = EventFollowers(self.db, s.job_idle_poll_ceiling_seconds)
         self.fenced = FencedLeases(self.db, clock, self.default_retry)
         """Leases held by workers outside this process (the external-worker protocol)."""
         self.started = False
@@ -448,29 +448,27 @@ class Runtime:
         """A job's events; with `follow`, keeps waiting for new ones until the job ends.
 
         Waiting is on the event wakeup (in process or NOTIFY), never a fast poll; the job's
-        status is read before its events, so the last events are never missed.
+        status is read before its events, so the last events are never missed. Every follower
+        of this runtime shares one reader (`EventFollowers`): two reads per wake, not two per
+        follower.
         """
-        sub = self.db.bus.subscribe(WAKE_EVENTS)
-        try:
-            while True:
-                async with self.db.read_connection() as conn:
-                    job = await job_get(conn, job_id)
-                    batch = await events_after(conn, job_id, after_id)
-                for ev in batch:
-                    after_id = ev.id
-                    yield ev
-                if batch:
-                    continue
-                if job is None or job.is_terminal or not follow:
-                    return
-                await sub.wait(self.settings.job_idle_poll_ceiling_seconds)
-        finally:
-            sub.close()
+        if follow:
+            async for ev in self.followers.follow(job_id, after_id):
+                yield ev
+            return
+        while True:
+            async with self.db.read_connection() as conn:
+                batch = await events_after(conn, job_id, after_id)
+            for ev in batch:
+                after_id = ev.id
+                yield ev
+            if not batch:
+                return
 
     async def wait(self, job_id: int, timeout: float | None = None) -> Job:
         """Wait until the job is terminal and return it; woken by its events, never polling fast.
 
-        Every waiter of this runtime shares one reader (`TerminalWaiters`), so many concurrent
+        Every waiter of this runtime shares one reader (`terminal_waiters`), so many concurrent
         waits cost one read per event, not one per waiter.
         """
         async with asyncio.timeout(timeout):

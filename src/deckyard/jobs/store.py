@@ -301,17 +301,22 @@ async def job_get(conn: AsyncConnection, job_id: int) -> Job | None:
     return Job.from_row(row) if row is not None else None
 
 
+async def jobs_status(conn: AsyncConnection, job_ids: Sequence[int]) -> dict[int, str]:
+    """The status of each of `job_ids` that names a job (no payload or result is read)."""
+    found = await conn.execute(select(jobs.c.id, jobs.c.status).where(jobs.c.id.in_(job_ids)))
+    return {int(r.id): str(r.status) for r in found}
+
+
 async def jobs_get_terminal(
     conn: AsyncConnection, job_ids: Sequence[int]
-) -> tuple[list[Job], set[int]]:
-    """Of `job_ids`, the jobs that are terminal, and the ids no job has."""
-    found = await conn.execute(select(jobs.c.id, jobs.c.status).where(jobs.c.id.in_(job_ids)))
-    statuses = {int(r.id): str(r.status) for r in found}
+) -> tuple[dict[int, Job], set[int]]:
+    """Of `job_ids`, the jobs that are terminal (by id), and the ids no job has."""
+    statuses = await jobs_status(conn, job_ids)
     done_ids = [i for i, status in statuses.items() if status in TERMINAL]
-    done: list[Job] = []
+    done: dict[int, Job] = {}
     if done_ids:
         rows = await conn.execute(select(*JOB_COLUMNS).where(jobs.c.id.in_(done_ids)))
-        done = [Job.from_row(r) for r in rows]
+        done = {job.id: job for job in map(Job.from_row, rows)}
     return done, set(job_ids) - set(statuses)
 
 
@@ -341,6 +346,19 @@ async def events_after(
     rows = await conn.execute(
         select(*EVENT_COLUMNS)
         .where(job_events.c.job_id == job_id, job_events.c.id > after_id)
+        .order_by(job_events.c.id)
+        .limit(limit)
+    )
+    return [JobEvent.from_row(r) for r in rows]
+
+
+async def events_after_many(
+    conn: AsyncConnection, job_ids: Sequence[int], after_id: int, limit: int
+) -> list[JobEvent]:
+    """The events of any of `job_ids` with id greater than `after_id`, oldest first."""
+    rows = await conn.execute(
+        select(*EVENT_COLUMNS)
+        .where(job_events.c.job_id.in_(job_ids), job_events.c.id > after_id)
         .order_by(job_events.c.id)
         .limit(limit)
     )

@@ -1,4 +1,4 @@
-"""Waiting for jobs to end: one shared reader for every waiter of a runtime.
+"""Waiting for jobs to end, and following their events: one shared reader each per runtime.
 
 Every job event wakes the one `jobs.events` channel. A waiter that re-read its own job on each
 wake made N concurrent waiters cost N reads per event, so a deck of N pages (N waiters, O(N)
@@ -10,69 +10,111 @@ finished job.
 from __future__ import annotations
 
 import asyncio
-import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 
-from deckyard.db import Database
-from deckyard.jobs.models import Job
-from deckyard.jobs.store import WAKE_EVENTS, job_get, jobs_get_terminal
+from deckyard.db import Database, SharedWaiters, Subscription
+from deckyard.jobs.models import Job, JobEvent
+from deckyard.jobs.status import TERMINAL
+from deckyard.jobs.store import (
+    WAKE_EVENTS,
+    events_after_many,
+    jobs_get_terminal,
+    jobs_status,
+)
 
 
-class TerminalWaiters:
-    """Futures of waited jobs, resolved with the terminal job (or None when there is none)."""
+def terminal_waiters(db: Database, recheck_seconds: float) -> SharedWaiters[Job]:
+    """Waiters for jobs to end (`Runtime.wait`): one read of the waited jobs per event."""
+    return SharedWaiters(db, WAKE_EVENTS, jobs_get_terminal, recheck_seconds, "jobs.waiters")
 
-    def __init__(self, db: Database, recheck_seconds: float) -> None:
+
+class EventFollowers:
+    """Event streams of jobs (`Runtime.events(follow=True)`): one shared reader for all of them.
+
+    The same O(N^2) as waiters had: N followers that each re-read their own job and its events
+    on every `jobs.events` wake cost 2N reads per event (and each job read decoded the whole
+    payload, a page's HTML for a screenshot). Here one task per runtime reads, per wake, the
+    status of every followed job and then the events after the oldest cursor among them, in
+    two statements, and hands each follower the events past its own cursor.
+    """
+
+    def __init__(self, db: Database, recheck_seconds: float, batch: int = 1000) -> None:
         self.db = db
         self.recheck_seconds = recheck_seconds
-        self._futures: dict[int, list[asyncio.Future[Job | None]]] = {}
+        self.batch = batch
+        self._followers: set[_Follower] = set()
         self._task: asyncio.Task[None] | None = None
+        self._sub: Subscription | None = None
 
-    async def wait(self, job_id: int) -> Job | None:
-        """The job once it is terminal; None when no job has that id."""
-        future: asyncio.Future[Job | None] = asyncio.get_running_loop().create_future()
-        self._futures.setdefault(job_id, []).append(future)
+    async def follow(self, job_id: int, after_id: int) -> AsyncIterator[JobEvent]:
+        """The job's events after `after_id`, as they come, until the job has ended."""
+        follower = _Follower(job_id, after_id)
+        self._followers.add(follower)
         try:
             if self._task is None or self._task.done():
-                self._task = asyncio.create_task(self._run(), name="jobs.waiters")
-            # Registered first, then read: an end committed after this read wakes the reader.
-            async with self.db.read_connection() as conn:
-                job = await job_get(conn, job_id)
-            if job is None or job.is_terminal:
-                return job
-            return await future
+                self._task = asyncio.create_task(self._run(), name="jobs.followers")
+            elif self._sub is not None:
+                self._sub.poke()  # a read that includes the newcomer, now
+            while True:
+                item = await follower.inbox.get()
+                if item is None:
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
         finally:
-            self._discard(job_id, future)
-
-    def _discard(self, job_id: int, future: asyncio.Future[Job | None]) -> None:
-        waiting = self._futures.get(job_id)
-        if waiting is not None:
-            with contextlib.suppress(ValueError):
-                waiting.remove(future)
-            if not waiting:
-                del self._futures[job_id]
-
-    def _resolve(self, job_id: int, job: Job | None) -> None:
-        for future in self._futures.pop(job_id, []):
-            if not future.done():
-                future.set_result(job)
+            self._followers.discard(follower)
 
     async def _run(self) -> None:
-        sub = self.db.bus.subscribe(WAKE_EVENTS)
+        self._sub = sub = self.db.bus.subscribe(WAKE_EVENTS)
         try:
-            while self._futures:
-                ids = list(self._futures)
-                async with self.db.read_connection() as conn:
-                    done, missing = await jobs_get_terminal(conn, ids)
-                for job in done:
-                    self._resolve(job.id, job)
-                for job_id in missing:
-                    self._resolve(job_id, None)
-                if self._futures:
+            while self._followers:
+                more = await self._read_once(list(self._followers))
+                if self._followers and not more:
                     await sub.wait(self.recheck_seconds)
         except Exception as exc:
-            # The waiters see the failure (a database error, say); none hangs on a dead reader.
-            for waiting in list(self._futures.values()):
-                for future in waiting:
-                    if not future.done():
-                        future.set_exception(exc)
+            # The followers see the failure (a database error, say); none hangs on a dead reader.
+            for follower in list(self._followers):
+                follower.inbox.put_nowait(exc)
+            self._followers.clear()
         finally:
             sub.close()
+            self._sub = None
+
+    async def _read_once(self, followers: list[_Follower]) -> bool:
+        """One read for `followers`; True when the batch was full (read again at once)."""
+        ids = sorted({f.job_id for f in followers})
+        after = min(f.after_id for f in followers)
+        async with self.db.read_connection() as conn:
+            # Status first: a job that is terminal here has all its events in the read after.
+            statuses = await jobs_status(conn, ids)
+            batch = await events_after_many(conn, ids, after, self.batch)
+        full = len(batch) == self.batch
+        if full:
+            # Every event of a followed job up to the batch's last id is in it: each cursor may
+            # move there, so a follower whose job has none of those events cannot pin the read.
+            for follower in followers:
+                follower.reach = batch[-1].id
+        by_job: dict[int, list[JobEvent]] = {}
+        for ev in batch:
+            by_job.setdefault(ev.job_id, []).append(ev)
+        for follower in followers:
+            for ev in by_job.get(follower.job_id, ()):
+                if ev.id > follower.after_id:
+                    follower.after_id = ev.id
+                    follower.inbox.put_nowait(ev)
+            follower.after_id = max(follower.after_id, follower.reach)
+            status = statuses.get(follower.job_id)
+            if not full and (status is None or status in TERMINAL):
+                follower.inbox.put_nowait(None)
+                self._followers.discard(follower)
+        return full
+
+
+@dataclass(eq=False)
+class _Follower:
+    job_id: int
+    after_id: int
+    reach: int = 0
+    inbox: asyncio.Queue[JobEvent | BaseException | None] = field(default_factory=asyncio.Queue)

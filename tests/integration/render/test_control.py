@@ -32,7 +32,7 @@ from deckyard.render.control.models import (
     ScreenshotSpec,
 )
 from deckyard.render.control.schema import render_attempts, render_requests, render_workers
-from deckyard.render.control.screenshots import wait_for_terminal
+from deckyard.render.control.screenshots import request_waiters, wait_for_terminal
 from deckyard.render.control.service import RenderService
 from deckyard.render.control.store import (
     NewRequest,
@@ -484,7 +484,7 @@ async def test_wait_for_terminal_is_woken_and_never_writes(plane: Plane) -> None
     await p.coordinator.probe_once()
     await p.coordinator.dispatch_once()
     seen = Statements(p.db)
-    waiter = asyncio.create_task(wait_for_terminal(p.db, req, 30, recheck_seconds=30))
+    waiter = asyncio.create_task(wait_for_terminal(request_waiters(p.db, 30), req, 30))
     await asyncio.sleep(0.2)
     assert not waiter.done()
     reads_while_waiting = len(seen.sql)

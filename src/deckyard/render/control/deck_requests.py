@@ -168,10 +168,7 @@ class DeckRenders:
         try:
             async with ctx.slot_released():
                 done = await wait_for_terminal(
-                    self.db,
-                    request.id,
-                    max(0.1, timeout),
-                    self.settings.render_idle_poll_ceiling_seconds,
+                    self.screenshots.waiters, request.id, max(0.1, timeout)
                 )
         except asyncio.CancelledError:
             await asyncio.shield(self._observe_quietly(ctx.id))

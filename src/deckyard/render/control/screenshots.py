@@ -34,7 +34,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from deckyard.artifacts import ArtifactStore
 from deckyard.clock import Clock
 from deckyard.config import Settings
-from deckyard.db import Database
+from deckyard.db import Database, SharedWaiters
 from deckyard.jobs import JobContext, JobError, JobErrorCode, JobStatus, Runtime
 from deckyard.render.control.coordinator import queue_check
 from deckyard.render.control.inputs import documents_by_reference
@@ -54,6 +54,7 @@ from deckyard.render.control.store import (
     request_latest_of_job,
     request_state,
     requests_direct_active_count,
+    requests_ended,
 )
 from deckyard.render.control.store_pages import pages_queued
 from deckyard.render.control.store_retention import render_requests_prune
@@ -115,27 +116,25 @@ async def request_forget(db: Database, request_id: int) -> None:
     await db.write(lambda conn: render_requests_prune(conn, [request_id]))
 
 
-async def wait_for_terminal(
-    db: Database, request_id: int, timeout: float | None, recheck_seconds: float
-) -> RenderRequest:
-    """Return the request once it is terminal (without its `input`); reads only, never writes.
+def request_waiters(db: Database, recheck_seconds: float) -> SharedWaiters[RenderRequest]:
+    """Waiters for render requests to end (without their `input`), one read per state change.
 
     Every request state change wakes `WAKE_REQUESTS` at commit (in process, and through NOTIFY
-    on PostgreSQL); `recheck_seconds` only bounds how long a missed wakeup could delay us.
+    on PostgreSQL); one reader serves every waiter of the node, where each waiter re-reading its
+    own request made N screenshots in flight cost N reads per state change.
     """
-    sub = db.bus.subscribe(WAKE_REQUESTS)
-    try:
-        async with asyncio.timeout(timeout):
-            while True:
-                async with db.read_connection() as conn:
-                    request = await request_state(conn, request_id)
-                if request is None:
-                    raise RequestNotFound(request_id)
-                if request.is_terminal:
-                    return request
-                await sub.wait(recheck_seconds)
-    finally:
-        sub.close()
+    return SharedWaiters(db, WAKE_REQUESTS, requests_ended, recheck_seconds, "render.waiters")
+
+
+async def wait_for_terminal(
+    waiters: SharedWaiters[RenderRequest], request_id: int, timeout: float | None
+) -> RenderRequest:
+    """Return the request once it is terminal (without its `input`); reads only, never writes."""
+    async with asyncio.timeout(timeout):
+        request = await waiters.wait(request_id)
+    if request is None:
+        raise RequestNotFound(request_id)
+    return request
 
 
 async def request_to_resume(
@@ -176,6 +175,8 @@ class ScreenshotHandler:
         self.clock = clock
         self.store = store
         """Where documents go by reference (`inputs.py`); None keeps them in the row."""
+        self.waiters = request_waiters(db, settings.render_idle_poll_ceiling_seconds)
+        """Every wait for a request of this node, screenshot, deck or validation, shares it."""
 
     async def cancel_hook(self, conn: AsyncConnection, job_ids: list[int], now: datetime) -> None:
         """Cancel the render requests of cancelled jobs inside the cancel's transaction."""
@@ -227,9 +228,7 @@ class ScreenshotHandler:
         await ctx.emit("render_request", {"request_id": request.id})
         try:
             async with ctx.slot_released():
-                done = await wait_for_terminal(
-                    self.db, request.id, None, self.settings.render_idle_poll_ceiling_seconds
-                )
+                done = await wait_for_terminal(self.waiters, request.id, None)
         except asyncio.CancelledError:
             await asyncio.shield(self._observe_quietly(ctx.id))
             raise

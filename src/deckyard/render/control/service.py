@@ -244,6 +244,4 @@ class RenderService:
         self, request_id: int, timeout: float | None = None
     ) -> RenderRequest:
         """Wait until the render request is terminal; woken by its state change, never writes."""
-        return await wait_for_terminal(
-            self.db, request_id, timeout, self.settings.render_idle_poll_ceiling_seconds
-        )
+        return await wait_for_terminal(self.handler.waiters, request_id, timeout)

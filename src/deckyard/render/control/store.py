@@ -150,6 +150,24 @@ async def request_state(conn: AsyncConnection, request_id: int) -> RenderRequest
     return RenderRequest(input=None, **values)
 
 
+async def requests_ended(
+    conn: AsyncConnection, request_ids: Sequence[int]
+) -> tuple[dict[int, RenderRequest], set[int]]:
+    """Of `request_ids`, the terminal requests without their `input` (by id), and the ids no
+    request has: one read for every waiter of a node (`ScreenshotHandler.waiters`)."""
+    rows = await conn.execute(select(*STATE_COLUMNS).where(R.c.id.in_(request_ids)))
+    ended: dict[int, RenderRequest] = {}
+    found: set[int] = set()
+    for row in rows:
+        values = row._asdict()
+        values["status"] = RequestStatus(values["status"])
+        request = RenderRequest(input=None, **values)
+        found.add(request.id)
+        if request.is_terminal:
+            ended[request.id] = request
+    return ended, set(request_ids) - found
+
+
 async def requests_direct_active_count(
     conn: AsyncConnection, kind: str, workspace_id: str
 ) -> tuple[int, int]:

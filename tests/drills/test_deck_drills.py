@@ -197,9 +197,9 @@ async def test_deck_deadline_across_attempts(
 
 KILL_DRILL_RENDERER = {"renderer_cleanup_timeout_seconds": "15"}
 """The SIGKILL drill's renderers: a context close slower than 0.5 s on a loaded machine is not
-a hang here. At the default the renderer kills its Chromium for it, the page on the other slot
-fails as crashed, is left pending and is rendered by the next attempt, a whole attempt later
-(a late page visited twice); that kill is not the one this drill is about."""
+a hang here. At the default the renderer retires its Chromium for it and launches another in the
+middle of the deck (it used to kill it, failing the page on the other slot as crashed); neither
+is what this drill is about."""
 
 
 KILL_DRILL_LEASES: dict[str, Any] = {

@@ -594,8 +594,8 @@ class AttemptRegistry:
                 await self._tabs.discard(tab)
         except CleanupTimeoutError:
             if handle is not None:
-                log.warning("context of Chromium %d hung on close; killing it", handle.generation)
-                self._pool.kill(handle)
+                log.warning("context of Chromium %d hung on close; retiring it", handle.generation)
+                self._pool.retire(handle)
         except Exception:
             log.exception("closing an attempt's context failed")
         finally:

@@ -2,9 +2,9 @@
 
 A URL render opens a fresh browser context (no cookies, storage, cache or permissions carried over)
 behind its own `EgressProxy`, which checks every request with the SSRF guard, and closes it
-afterwards (`close()` tears both down within `renderer_cleanup_timeout_seconds`; the caller kills
-the browser if that is exceeded). A document render runs in a `DocumentTab` handed in by the
-registry: a context with no network that is reset and verified between renders (`tabs.py`).
+afterwards (`close()` tears both down within `renderer_cleanup_timeout_seconds`; the caller
+retires the browser if that is exceeded). A document render runs in a `DocumentTab` handed in by
+the registry: a context with no network that is reset and verified between renders (`tabs.py`).
 
 **Diagnostics.** Collects what a page did wrong while rendering: errors, failed requests, overflow,
 fonts. Listeners record console errors, uncaught exceptions and failed requests as they happen; the

@@ -5,7 +5,9 @@ Attempts share the current browser, each in its own fresh context. When the brow
 launches a new one. A probe sends `Browser.getVersion` over CDP every
 `renderer_probe_interval_seconds`; no answer within `renderer_probe_timeout_seconds` means the
 browser hangs, and it is killed. After `renderer_recycle_after_renders` renders a browser retires:
-new attempts go to a fresh browser and the old one closes when its last attempt ends.
+new attempts go to a fresh browser and the old one closes when its last attempt ends. A browser
+one of whose contexts did not close in time retires the same way (it is not killed: the pages
+still rendering on it are fine, and would fail as crashed).
 """
 
 from __future__ import annotations
@@ -209,6 +211,21 @@ class BrowserPool:
         handle.renders += 1
         if handle.renders >= self._settings.renderer_recycle_after_renders:
             handle.retiring = True
+        self._close_if_idle(handle)
+
+    def retire(self, handle: BrowserHandle) -> None:
+        """Give new attempts a fresh browser and close this one once its last attempt is done.
+
+        For a browser one of whose contexts did not close within
+        `renderer_cleanup_timeout_seconds`. A loaded machine makes a healthy browser that
+        slow too, and killing it would fail every page still rendering on it as crashed (a
+        deck's other page, retried by a whole new attempt). `_close` kills it if it does not
+        close in time either; a browser that hangs outright is the probe's to kill.
+        """
+        handle.retiring = True
+        self._close_if_idle(handle)
+
+    def _close_if_idle(self, handle: BrowserHandle) -> None:
         if handle.retiring and handle.in_flight == 0 and handle not in self._retiring:
             self._retiring.add(handle)
             self._spawn(self._close(handle))

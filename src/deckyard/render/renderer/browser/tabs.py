@@ -527,8 +527,8 @@ class TabPool:
             await tab.close()
         except CleanupTimeoutError:
             if not tab.handle.gone.is_set():
-                log.warning("a document tab hung on close; killing its browser")
-                self._browsers.kill(tab.handle)
+                log.warning("a document tab hung on close; retiring its browser")
+                self._browsers.retire(tab.handle)
         except Exception:
             log.exception("closing a document tab failed")
 

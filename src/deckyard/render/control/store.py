@@ -21,7 +21,18 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, func, insert, select, text, update
+from sqlalchemy import (
+    ColumnElement,
+    and_,
+    case,
+    func,
+    insert,
+    literal,
+    or_,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from deckyard.db import Database
@@ -185,25 +196,38 @@ async def _cancel_matching(
     db: Database, conn: AsyncConnection, match: ColumnElement[bool], now: datetime
 ) -> int:
     """Cancel the active requests `match` selects: pending ones end now, running ones are asked
-    to stop. Wakes the request waiters on commit when any was touched; returns how many."""
-    ended = await conn.execute(
+    to stop. Wakes the request waiters on commit when any was touched; returns how many.
+
+    One statement for both, so a request is cancelled whichever of the two it is when the
+    statement reaches its row: on PostgreSQL a row a concurrent transaction holds (a requeue,
+    an admission) is checked again once that commits. With one statement per status, a requeue
+    (running to pending) committed between them escaped both, and the cancel was lost.
+    """
+    pending = R.c.status == RequestStatus.PENDING.value
+    result = await conn.execute(
         update(R)
-        .where(match, R.c.status == RequestStatus.PENDING.value)
+        .where(
+            match,
+            or_(
+                pending,
+                and_(
+                    R.c.status == RequestStatus.RUNNING.value,
+                    R.c.cancel_requested_at.is_(None),
+                ),
+            ),
+        )
         .values(
-            status=RequestStatus.CANCELLED.value,
+            status=case((pending, RequestStatus.CANCELLED.value), else_=R.c.status),
             cancel_requested_at=now,
-            error_code=RenderErrorCode.CANCELLED.value,
-            error_message="cancelled before an attempt started",
-            finished_at=now,
+            error_code=case((pending, RenderErrorCode.CANCELLED.value), else_=R.c.error_code),
+            error_message=case(
+                (pending, "cancelled before an attempt started"), else_=R.c.error_message
+            ),
+            finished_at=case((pending, literal(now, R.c.finished_at.type)), else_=R.c.finished_at),
             updated_at=now,
         )
     )
-    asked = await conn.execute(
-        update(R)
-        .where(match, R.c.status == RequestStatus.RUNNING.value, R.c.cancel_requested_at.is_(None))
-        .values(cancel_requested_at=now, updated_at=now)
-    )
-    touched = int(ended.rowcount + asked.rowcount)
+    touched = int(result.rowcount)
     if touched:
         wake_on_commit(db, conn)
     return touched
@@ -276,11 +300,18 @@ async def request_finish(
     code: str | None = None,
     message: str | None = None,
     from_status: Sequence[str] = ACTIVE,
+    uncancelled: bool = False,
 ) -> bool:
-    """End an active request as failed or cancelled (never succeeded: see `result_commit`)."""
+    """End an active request as failed or cancelled (never succeeded: see `result_commit`).
+
+    With `uncancelled` it applies only while no cancel was requested.
+    """
+    guards = [R.c.id == request_id, R.c.status.in_(list(from_status))]
+    if uncancelled:
+        guards.append(R.c.cancel_requested_at.is_(None))
     result = await conn.execute(
         update(R)
-        .where(R.c.id == request_id, R.c.status.in_(list(from_status)))
+        .where(*guards)
         .values(
             status=status.value,
             error_code=code,
@@ -314,28 +345,66 @@ async def request_requeue_or_fail(
 
     A cancelled request ends cancelled. The request is retried only while the error is
     retryable, attempts remain and `retry_at` is before its deadline; otherwise it fails with
-    `code`, or with `RENDER_DEADLINE_EXCEEDED` once the deadline is what stops it.
+    `code`, or with `RENDER_DEADLINE_EXCEEDED` once the deadline is what stops it. The requeue
+    and the failure apply only while no cancel was requested; when that guard refuses because
+    a cancel committed after the request was read, the request ends cancelled all the same.
     """
     req = await request_get(conn, request_id)
     if req is None or req.status is not RequestStatus.RUNNING:
         return None
-    if req.cancel_requested_at is not None:
-        done = await request_finish(
+    if req.cancel_requested_at is None:
+        ended = await _request_requeue_or_fail_uncancelled(
             db,
             conn,
-            request_id,
-            RequestStatus.CANCELLED,
-            now,
-            code=RenderErrorCode.CANCELLED,
-            from_status=[RequestStatus.RUNNING.value],
+            req,
+            code=code,
+            message=message,
+            retryable=retryable,
+            retry_at=retry_at,
+            now=now,
+            refund=refund,
         )
-        return RequestStatus.CANCELLED if done else None
+        if ended is not None:
+            return ended
+        state = await request_state(conn, request_id)
+        if (
+            state is None
+            or state.status is not RequestStatus.RUNNING
+            or state.cancel_requested_at is None
+        ):
+            return None
+    done = await request_finish(
+        db,
+        conn,
+        request_id,
+        RequestStatus.CANCELLED,
+        now,
+        code=RenderErrorCode.CANCELLED,
+        from_status=[RequestStatus.RUNNING.value],
+    )
+    return RequestStatus.CANCELLED if done else None
+
+
+async def _request_requeue_or_fail_uncancelled(
+    db: Database,
+    conn: AsyncConnection,
+    req: RenderRequest,
+    *,
+    code: str,
+    message: str,
+    retryable: bool,
+    retry_at: datetime,
+    now: datetime,
+    refund: bool,
+) -> RequestStatus | None:
+    """`request_requeue_or_fail` for a running request read without a cancel: pending or
+    failed, each guarded on no cancel requested since; None when the guard refused."""
     spent = req.attempts - (1 if refund else 0)
     if retryable and spent < req.max_attempts and retry_at < req.deadline_at:
         result = await conn.execute(
             update(R)
             .where(
-                R.c.id == request_id,
+                R.c.id == req.id,
                 R.c.status == RequestStatus.RUNNING.value,
                 R.c.cancel_requested_at.is_(None),
             )
@@ -358,12 +427,13 @@ async def request_requeue_or_fail(
     done = await request_finish(
         db,
         conn,
-        request_id,
+        req.id,
         RequestStatus.FAILED,
         now,
         code=code,
         message=message,
         from_status=[RequestStatus.RUNNING.value],
+        uncancelled=True,
     )
     return RequestStatus.FAILED if done else None
 

@@ -103,6 +103,12 @@ async def page_commit(
     concurrent release or recovery of the attempt; on SQLite the writer lock does. Returns True
     when this was the deck's last pending page (the attempt and the request then ended as
     succeeded in this transaction). Raising rolls back the caller's transaction.
+
+    The request is read, not locked, before the page is written: on PostgreSQL a cancel can
+    commit after that read, so the statement that ends the request carries the same guards.
+    When they refuse, the last page is refused too, and the attempt, still holding its slots,
+    is ended with the request as the cancel demands (the receipt pass stops it, or its end
+    finds the cancel: `request_requeue_or_fail`).
     """
     held = await conn.execute(
         update(A)
@@ -172,9 +178,14 @@ async def page_commit(
     pages = (
         await conn.execute(select(func.count()).where(P.c.request_id == attempt.request_id))
     ).scalar_one()
-    await conn.execute(
+    ended = await conn.execute(
         update(R)
-        .where(R.c.id == attempt.request_id, R.c.status == RequestStatus.RUNNING.value)
+        .where(
+            R.c.id == attempt.request_id,
+            R.c.status == RequestStatus.RUNNING.value,
+            R.c.cancel_requested_at.is_(None),
+            R.c.deadline_at > now,
+        )
         .values(
             status=RequestStatus.SUCCEEDED.value,
             result={"pages": int(pages)},
@@ -184,5 +195,9 @@ async def page_commit(
             updated_at=now,
         )
     )
+    if ended.rowcount != 1:
+        raise ResultRefused(
+            f"request {attempt.request_id} was cancelled, passed its deadline or ended"
+        )
     wake_on_commit(db, conn)
     return True

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any, cast
 
 import pytest
@@ -22,27 +22,22 @@ from deckyard.config import Settings
 from deckyard.db import Database
 from deckyard.render.control.coordinator import admit_due
 from deckyard.render.control.models import (
-    DECK_KIND,
     AttemptState,
     RenderAttempt,
-    RendererState,
     RenderRequest,
     RequestStatus,
 )
 from deckyard.render.control.schema import render_requests
 from deckyard.render.control.store import (
-    NewRequest,
-    RendererSeen,
     ResultRefused,
     attempt_end,
-    renderer_upsert_if_changed,
     request_cancel,
     request_cancel_for_jobs,
     request_get,
-    request_insert,
 )
-from deckyard.render.control.store_pages import page_commit, pages_insert, pages_pending
+from deckyard.render.control.store_pages import page_commit, pages_pending
 from deckyard.render.protocol import RenderErrorCode
+from tests.integration.render.deck_rows import pending_deck
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 SETTINGS = Settings.load(render_global_cap=4, render_workspace_cap=4, render_lease_seconds=10)
@@ -51,20 +46,7 @@ JOB = 7
 
 async def running_deck(db: Database, pages: int, max_attempts: int = 3) -> RenderAttempt:
     """A deck request of job `JOB` with `pages` pages, admitted: its attempt."""
-    async with db.write_transaction() as conn:
-        seen = RendererSeen("r1", "http://r1", RendererState.UP, "r1", "e1", 4)
-        await renderer_upsert_if_changed(conn, None, seen, NOW)
-        new = NewRequest(
-            kind=DECK_KIND,
-            workspace_id="ws",
-            input={"pages": [{"document": f"<p>{i}</p>"} for i in range(pages)]},
-            input_hash="h",
-            max_attempts=max_attempts,
-            deadline_at=NOW + timedelta(minutes=5),
-            parent_job_id=JOB,
-        )
-        request, _ = await request_insert(db, conn, new, NOW)
-        await pages_insert(conn, request.id, pages)
+    await pending_deck(db, pages, NOW, max_attempts=max_attempts, job=JOB)
     async with db.write_transaction() as conn:
         [item] = await admit_due(db, conn, SETTINGS, NOW, {"r1"})
     return item.attempt

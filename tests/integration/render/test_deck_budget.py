@@ -12,16 +12,13 @@ from datetime import UTC, datetime, timedelta
 from deckyard.config import Settings
 from deckyard.db import Database
 from deckyard.render.control.coordinator import admit_due
-from deckyard.render.control.models import DECK_KIND, RenderAttempt, RendererState, RequestStatus
+from deckyard.render.control.models import RenderAttempt, RequestStatus
 from deckyard.render.control.store import (
-    NewRequest,
-    RendererSeen,
     attempts_recover_expired,
-    renderer_upsert_if_changed,
     request_get,
-    request_insert,
 )
-from deckyard.render.control.store_pages import page_commit, pages_insert
+from deckyard.render.control.store_pages import page_commit
+from tests.integration.render.deck_rows import pending_deck
 
 START = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 SETTINGS = Settings.load(render_global_cap=2, render_workspace_cap=2, render_lease_seconds=10)
@@ -30,21 +27,9 @@ BUDGET = 2
 
 async def deck(db: Database, pages: int) -> int:
     """A renderer with two slots and a pending deck request of `pages` pages, budget 2."""
-    async with db.write_transaction() as conn:
-        seen = RendererSeen("r1", "http://r1", RendererState.UP, "r1", "e1", 2)
-        await renderer_upsert_if_changed(conn, None, seen, START)
-        new = NewRequest(
-            kind=DECK_KIND,
-            workspace_id="ws",
-            input={"pages": [{"document": f"<p>{i}</p>"} for i in range(pages)]},
-            input_hash="h",
-            max_attempts=BUDGET,
-            deadline_at=START + timedelta(hours=1),
-            parent_job_id=7,
-        )
-        request, _ = await request_insert(db, conn, new, START)
-        await pages_insert(conn, request.id, pages)
-    return request.id
+    return await pending_deck(
+        db, pages, START, slots=2, max_attempts=BUDGET, deadline=timedelta(hours=1)
+    )
 
 
 class Clock:

@@ -16,25 +16,20 @@ from deckyard.config import Settings
 from deckyard.db import Database
 from deckyard.render.control.coordinator import admit_due
 from deckyard.render.control.models import (
-    DECK_KIND,
     AttemptState,
     RenderAttempt,
-    RendererState,
     RequestStatus,
 )
 from deckyard.render.control.store import (
-    NewRequest,
-    RendererSeen,
     ResultRefused,
     attempts_of_request,
     attempts_recover_expired,
     occupancy_snapshot,
-    renderer_upsert_if_changed,
     request_cancel_for_jobs,
     request_get,
-    request_insert,
 )
-from deckyard.render.control.store_pages import page_commit, pages_insert, pages_pending
+from deckyard.render.control.store_pages import page_commit, pages_pending
+from tests.integration.render.deck_rows import pending_deck
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 SETTINGS = Settings.load(render_global_cap=4, render_workspace_cap=3, render_lease_seconds=10)
@@ -42,21 +37,7 @@ SETTINGS = Settings.load(render_global_cap=4, render_workspace_cap=3, render_lea
 
 async def deck(db: Database, pages: int, slots: int = 4) -> int:
     """A renderer with `slots` slots and a pending deck request of `pages` pages."""
-    async with db.write_transaction() as conn:
-        seen = RendererSeen("r1", "http://r1", RendererState.UP, "r1", "e1", slots)
-        await renderer_upsert_if_changed(conn, None, seen, NOW)
-        new = NewRequest(
-            kind=DECK_KIND,
-            workspace_id="ws",
-            input={"pages": [{"document": f"<p>{i}</p>"} for i in range(pages)]},
-            input_hash="h",
-            max_attempts=3,
-            deadline_at=NOW + timedelta(minutes=5),
-            parent_job_id=7,
-        )
-        request, _ = await request_insert(db, conn, new, NOW)
-        await pages_insert(conn, request.id, pages)
-    return request.id
+    return await pending_deck(db, pages, NOW, slots=slots)
 
 
 async def admit(db: Database, at: datetime = NOW) -> tuple[RenderAttempt, list[int] | None]:

@@ -1,0 +1,45 @@
+"""A pending deck request on one renderer, written straight through the store: the rows the
+deck tests of this package start from."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from deckyard.db import Database
+from deckyard.render.control.models import DECK_KIND, RendererState
+from deckyard.render.control.store import (
+    NewRequest,
+    RendererSeen,
+    renderer_upsert_if_changed,
+    request_insert,
+)
+from deckyard.render.control.store_pages import pages_insert
+
+
+async def pending_deck(
+    db: Database,
+    pages: int,
+    at: datetime,
+    *,
+    slots: int = 4,
+    max_attempts: int = 3,
+    deadline: timedelta = timedelta(minutes=5),
+    job: int = 7,
+) -> int:
+    """Renderer `r1` (epoch `e1`) up with `slots` slots and a pending deck request of `pages`
+    pages of job `job`, opened at `at`; returns the request's id."""
+    async with db.write_transaction() as conn:
+        seen = RendererSeen("r1", "http://r1", RendererState.UP, "r1", "e1", slots)
+        await renderer_upsert_if_changed(conn, None, seen, at)
+        new = NewRequest(
+            kind=DECK_KIND,
+            workspace_id="ws",
+            input={"pages": [{"document": f"<p>{i}</p>"} for i in range(pages)]},
+            input_hash="h",
+            max_attempts=max_attempts,
+            deadline_at=at + deadline,
+            parent_job_id=job,
+        )
+        request, _ = await request_insert(db, conn, new, at)
+        await pages_insert(conn, request.id, pages)
+    return request.id

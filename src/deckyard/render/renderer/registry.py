@@ -344,9 +344,10 @@ class AttemptRegistry:
 
         code: RenderErrorCode | None = None
         message: str | None = None
+        slots = [asyncio.create_task(slot()) for _ in attempt.slots]
         try:
             async with asyncio.timeout(attempt.deadline_seconds):
-                await asyncio.gather(*(slot() for _ in attempt.slots))
+                await asyncio.gather(*slots)
         except TimeoutError:
             code, message = RenderErrorCode.DEADLINE_EXCEEDED, "the attempt's deadline passed"
         except asyncio.CancelledError:
@@ -357,6 +358,11 @@ class AttemptRegistry:
                 code, message = RenderErrorCode.CANCELLED, "cancelled by request"
             else:
                 code, message = RenderErrorCode.WORKER_STOPPED, "the renderer is stopping"
+        # Every slot has ended before the attempt does and gives its slots back: on a cancel or
+        # the deadline `gather` ends with the first slot whose page was cancelled, while another
+        # may still be closing its page (bounded by `renderer_cleanup_timeout_seconds`), and the
+        # renderer would take a new attempt onto a slot still in use.
+        await asyncio.gather(*slots, return_exceptions=True)
         if code is None:
             for state in attempt.pages.values():
                 visit = state.visit

@@ -24,9 +24,11 @@ from deckyard.render.renderer.browser.pool import BrowserHandle, BrowserPool
 from deckyard.render.renderer.browser.tabs import TabPool
 from deckyard.render.renderer.registry import AttemptRegistry
 from deckyard.render.renderer.ssrf import UrlGuard
+from tests.helpers.eventually import eventually
 
 HELD = "http://127.0.0.1:9/held"
 SLOW_CLOSE = "http://127.0.0.1:9/slow-close"
+HELD_GATED_CLOSE = "http://127.0.0.1:9/held-gated-close"
 
 
 class FakePage:
@@ -41,7 +43,8 @@ class FakePage:
 
     async def goto(self, url: str, **_kwargs: Any) -> None:
         self.context.url = url
-        if url == HELD:
+        if url in (HELD, HELD_GATED_CLOSE):
+            self.context.browser.held += 1
             await self.context.browser.release_held.wait()
 
     async def evaluate(self, _script: str, _args: Any = None) -> dict[str, Any]:
@@ -72,11 +75,17 @@ class FakeContext:
     async def close(self) -> None:
         if self.url == SLOW_CLOSE:
             await asyncio.Event().wait()
+        if self.url == HELD_GATED_CLOSE:
+            self.browser.closing.set()
+            await self.browser.close_gate.wait()
 
 
 class FakeBrowser:
     def __init__(self) -> None:
         self.release_held = asyncio.Event()
+        self.held = 0
+        self.closing = asyncio.Event()
+        self.close_gate = asyncio.Event()
         self.on_disconnected: list[Any] = []
         self.closed = asyncio.Event()
 
@@ -118,7 +127,31 @@ class Renderer:
 
 @pytest.fixture
 async def renderer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Renderer]:
-    settings = Settings.load(renderer_slots=2, renderer_cleanup_timeout_seconds=0.05)
+    async for rig in fake_renderer(tmp_path, monkeypatch, cleanup_timeout=0.05):
+        yield rig
+
+
+@pytest.fixture
+async def patient_renderer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[Renderer]:
+    """One that waits for a slow close (and answers a cancel after 0.1 s at the most)."""
+    async for rig in fake_renderer(tmp_path, monkeypatch, cleanup_timeout=30, cancel_wait=0.1):
+        yield rig
+
+
+async def fake_renderer(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    cleanup_timeout: float,
+    cancel_wait: float = 1.0,
+) -> AsyncIterator[Renderer]:
+    settings = Settings.load(
+        renderer_slots=2,
+        renderer_cleanup_timeout_seconds=cleanup_timeout,
+        renderer_cancel_wait_seconds=cancel_wait,
+    )
     pool = BrowserPool(settings, "epoch", lambda _pgid: None)
     guard = UrlGuard(settings.renderer_url_allow_hosts, settings.renderer_dns_timeout_seconds)
     registry = AttemptRegistry(
@@ -165,3 +198,35 @@ async def test_a_context_slow_to_close_does_not_crash_the_other_page_on_its_brow
     handle = await renderer.pool.acquire()
     assert handle is not first and handle.generation == 2
     renderer.pool.release(handle)
+
+
+async def test_a_cancelled_deck_gives_its_slots_back_only_when_every_page_has_closed(
+    patient_renderer: Renderer,
+) -> None:
+    """Both slots render a page; on cancel one page closes at once, the other slowly. The
+    attempt ends, and its slots come back, when the slow one has closed too, not before."""
+    registry = patient_renderer.registry
+    deck = DeckAttemptRequest.model_validate(
+        {
+            "attempt_id": "deck-2",
+            "parallel": 2,
+            "pages": [{"index": 0, "url": HELD}, {"index": 1, "url": HELD_GATED_CLOSE}],
+        }
+    )
+    registry.submit_deck(deck)
+    assert registry.free_slots == 0
+
+    async def both_held() -> bool:
+        return any(b.fake.held == 2 for b in patient_renderer.browsers)
+
+    await eventually(both_held, what="both pages loading")
+    receipt = await registry.cancel("deck-2")
+    [browser] = patient_renderer.browsers
+    await asyncio.wait_for(browser.fake.closing.wait(), 10)
+    # page 0 has ended cancelled; page 1 is still closing its context on its slot
+    assert not receipt.status.terminal
+    assert registry.free_slots == 0
+    browser.fake.close_gate.set()
+    receipt = await asyncio.wait_for(registry.wait("deck-2"), 10)
+    assert receipt.status is AttemptStatus.CANCELLED
+    assert registry.free_slots == 2

@@ -38,7 +38,10 @@ def generate_secret() -> str:
 
 def _bind(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP, not 0: asyncio turns TCP_NODELAY on for accepted connections only on a
+    # socket that says it is TCP. Without it every response written in two pieces waited ~40 ms
+    # for the client's delayed ACK (tests/unit/render/renderer/test_listening_socket.py).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
     sock.listen(128)

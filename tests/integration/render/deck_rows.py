@@ -1,19 +1,21 @@
-"""A pending deck request on one renderer, written straight through the store: the rows the
-deck tests of this package start from."""
+"""A pending deck request on one renderer, and its pages committed as rendered, written
+straight through the store: the rows the deck tests of this package start from."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from sqlalchemy.ext.asyncio import AsyncConnection
+
 from deckyard.db import Database
-from deckyard.render.control.models import DECK_KIND, RendererState
+from deckyard.render.control.models import DECK_KIND, RenderAttempt, RendererState
 from deckyard.render.control.store import (
     NewRequest,
     RendererSeen,
     renderer_upsert_if_changed,
     request_insert,
 )
-from deckyard.render.control.store_pages import pages_insert
+from deckyard.render.control.store_pages import page_commit, pages_insert
 
 
 async def pending_deck(
@@ -43,3 +45,21 @@ async def pending_deck(
         request, _ = await request_insert(db, conn, new, at)
         await pages_insert(conn, request.id, pages)
     return request.id
+
+
+async def commit_rendered(
+    db: Database, conn: AsyncConnection, attempt: RenderAttempt, index: int, at: datetime
+) -> bool:
+    """Commit page `index` of `attempt` as rendered (artefact `k<index>`); True when it was the
+    deck's last pending page."""
+    return await page_commit(
+        db,
+        conn,
+        attempt,
+        index,
+        result={"artifact_key": f"k{index}"},
+        artifact_key=f"k{index}",
+        error_code=None,
+        error_message=None,
+        now=at,
+    )

@@ -35,9 +35,9 @@ from deckyard.render.control.store import (
     request_cancel_for_jobs,
     request_get,
 )
-from deckyard.render.control.store_pages import page_commit, pages_pending
+from deckyard.render.control.store_pages import pages_pending
 from deckyard.render.protocol import RenderErrorCode
-from tests.integration.render.deck_rows import pending_deck
+from tests.integration.render.deck_rows import commit_rendered, pending_deck
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 SETTINGS = Settings.load(render_global_cap=4, render_workspace_cap=4, render_lease_seconds=10)
@@ -56,17 +56,7 @@ async def commit_page(
     db: Database, conn: AsyncConnection, attempt: RenderAttempt, index: int
 ) -> bool:
     """Commit page `index` of the deck as rendered; True when it was the last one."""
-    return await page_commit(
-        db,
-        conn,
-        attempt,
-        index,
-        result={"artifact_key": f"k{index}"},
-        artifact_key=f"k{index}",
-        error_code=None,
-        error_message=None,
-        now=NOW,
-    )
+    return await commit_rendered(db, conn, attempt, index, NOW)
 
 
 async def lose(db: Database, conn: AsyncConnection, attempt: RenderAttempt) -> RequestStatus | None:

@@ -17,8 +17,7 @@ from deckyard.render.control.store import (
     attempts_recover_expired,
     request_get,
 )
-from deckyard.render.control.store_pages import page_commit
-from tests.integration.render.deck_rows import pending_deck
+from tests.integration.render.deck_rows import commit_rendered, pending_deck
 
 START = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 SETTINGS = Settings.load(render_global_cap=2, render_workspace_cap=2, render_lease_seconds=10)
@@ -47,17 +46,7 @@ async def attempt_lost(db: Database, clock: Clock, req_id: int, commits: list[in
     attempt: RenderAttempt = item.attempt
     for index in commits:
         async with db.write_transaction() as conn:
-            await page_commit(
-                db,
-                conn,
-                attempt,
-                index,
-                result={"artifact_key": f"k{index}"},
-                artifact_key=f"k{index}",
-                error_code=None,
-                error_message=None,
-                now=clock.now,
-            )
+            await commit_rendered(db, conn, attempt, index, clock.now)
     async with db.write_transaction() as conn:
         lost = await attempts_recover_expired(db, conn, clock.later(11), 0.0)
         assert lost == [attempt.id]

@@ -28,8 +28,8 @@ from deckyard.render.control.store import (
     request_cancel_for_jobs,
     request_get,
 )
-from deckyard.render.control.store_pages import page_commit, pages_pending
-from tests.integration.render.deck_rows import pending_deck
+from deckyard.render.control.store_pages import pages_pending
+from tests.integration.render.deck_rows import commit_rendered, pending_deck
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 SETTINGS = Settings.load(render_global_cap=4, render_workspace_cap=3, render_lease_seconds=10)
@@ -48,17 +48,7 @@ async def admit(db: Database, at: datetime = NOW) -> tuple[RenderAttempt, list[i
 
 async def commit(db: Database, attempt: RenderAttempt, index: int, at: datetime = NOW) -> bool:
     async with db.write_transaction() as conn:
-        return await page_commit(
-            db,
-            conn,
-            attempt,
-            index,
-            result={"artifact_key": f"k{index}"},
-            artifact_key=f"k{index}",
-            error_code=None,
-            error_message=None,
-            now=at,
-        )
+        return await commit_rendered(db, conn, attempt, index, at)
 
 
 async def test_a_deck_attempt_holds_slots_up_to_the_workspace_cap(db: Database) -> None:

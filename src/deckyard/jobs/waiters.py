@@ -1,10 +1,10 @@
 """Waiting for jobs to end, and following their events: one shared reader each per runtime.
 
-Every job event wakes the one `jobs.events` channel. A waiter that re-read its own job on each
-wake made N concurrent waiters cost N reads per event, so a deck of N pages (N waiters, O(N)
-events) cost O(N^2) reads. Here one task per runtime reads the status of every waited job in one
-statement per wake and resolves the waiters whose job ended: O(1) reads per event, one more per
-finished job.
+Every job event wakes the one `jobs.events` channel. Anything that re-read its own job on each
+wake made N concurrent readers cost N reads per event, so a deck of N pages (N waiters, O(N)
+events) or N event streams cost O(N^2) reads. Waiters share a `db.SharedWaiters` (the status of
+every waited job in one statement per wake); event streams share `EventFollowers` (the followed
+jobs' statuses, then their events, in two statements per wake).
 """
 
 from __future__ import annotations

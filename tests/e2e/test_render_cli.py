@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
+import sqlite3
 import struct
 import subprocess
 import sys
 import uuid
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -45,7 +48,9 @@ def png_size(path: Path) -> tuple[int, int]:
 
 def test_render_example_deck(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    done = run(tmp_path, "render", str(EXAMPLE), "--out", str(out))
+    db = tmp_path / "run.db"
+    database = f"sqlite+aiosqlite:///{db}"
+    done = run(tmp_path, "render", str(EXAMPLE), "--out", str(out), "--database", database)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "every page passed" in done.stdout
     assert "05-fine-print" in done.stdout and "RENDER_OVERFLOW" in done.stdout
@@ -57,6 +62,34 @@ def test_render_example_deck(tmp_path: Path) -> None:
     pdf = (out / "deck.pdf").read_bytes()
     assert pdf[:5] == b"%PDF-"
     assert len(re.findall(rb"/Type\s*/Page(?![s\w])", pdf)) == 6
+    assert_pdf_queued_behind_the_pages(db)
+
+
+def assert_pdf_queued_behind_the_pages(db: Path) -> None:
+    """The PDF's job was enqueued while the pages rendered; its render (and the built site's
+    load) still waited for the deck's attempt, which had taken every slot; no job was left
+    behind."""
+    with closing(sqlite3.connect(db)) as conn:
+        jobs = {
+            kind: (status, created, finished)
+            for kind, status, created, finished in conn.execute(
+                "SELECT kind, status, created_at, finished_at FROM jobs WHERE parent_id IS NULL"
+            )
+        }
+        attempts = conn.execute(
+            "SELECT q.kind, a.extra_slots, a.created_at, a.finished_at FROM render_attempts a "
+            "JOIN render_requests q ON q.id = a.request_id ORDER BY a.id"
+        ).fetchall()
+    assert {kind: status for kind, (status, _c, _f) in jobs.items()} == {
+        "deck.validate": "succeeded",
+        "deck.export": "succeeded",
+        "deck.build": "succeeded",
+    }
+    assert jobs["deck.export"][1] < jobs["deck.validate"][2]
+    deck = [a for a in attempts if a[0] == "deck"]
+    assert len(deck) == 1 and len(json.loads(deck[0][1] or "[]")) == 1  # 2 slots, both its own
+    others_started = min(created for kind, _x, created, _f in attempts if kind != "deck")
+    assert others_started >= deck[0][3]
 
 
 def test_validate_exit_codes(tmp_path: Path) -> None:

@@ -42,6 +42,7 @@ from deckyard.decks.source.markdown_file import is_markdown_file
 from deckyard.decks.validation.result import Severity, ValidationResult, ValidationStatus
 from deckyard.jobs import Job, JobStatus
 from deckyard.node import Node
+from deckyard.render.control.models import RENDER_REQUEST_EVENT
 from deckyard.render.protocol import ErrorKind, error_kind
 
 if TYPE_CHECKING:
@@ -177,12 +178,33 @@ class Pipeline:
         self.service = service
         self.deck_id = deck_id
         self.progress = progress
+        self.export_job: Job | None = None
+        """The `deck.export` job enqueued while the pages were rendering, if one was."""
+        self._export_used = False
 
-    async def validate(self, report: RunReport) -> None:
-        """Validate every page in one `deck.validate` job and fill in the report's rows."""
+    async def validate(self, report: RunReport, *, export_early: bool = False) -> None:
+        """Validate every page in one `deck.validate` job and fill in the report's rows.
+
+        With `export_early`, the PDF's `deck.export` job is enqueued as soon as the validation's
+        deck render request exists (its `render_request` event): the print document compiles
+        while the pages render, and the PDF's render request, queued behind the deck's, takes
+        a slot the moment the deck's attempt gives its slots back, instead of after the
+        validation's results are read and written. The deck's request is the older one, so it
+        is admitted first and gets every free slot. Without a deck render (no renderer up,
+        nothing compiled) no job is enqueued early; `artefacts` enqueues it as before.
+        """
         bar = self.progress.add_task("validating", total=len(report.pages))
         job = await self.service.validate_deck(WORKSPACE, self.deck_id)
-        done = await self.service.runtime.wait(job.id)
+        early = asyncio.create_task(self._export_once_rendering(job.id)) if export_early else None
+        try:
+            done = await self.service.runtime.wait(job.id)
+            if early is not None:
+                self.export_job = await early
+        finally:
+            if early is not None and not early.done():
+                early.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await early
         found = await self.service.validations_of(done.id)
         seconds = await self.service.page_seconds(done.id)
         for row in report.pages:
@@ -198,6 +220,20 @@ class Pipeline:
                 if result.status is ValidationStatus.UNAVAILABLE:
                     row.notes.append(f"not verified: renderer unavailable ({result.error_code})")
             self.progress.advance(bar)
+
+    async def _export_once_rendering(self, validate_job_id: int) -> Job | None:
+        async for event in self.service.runtime.events(validate_job_id, follow=True):
+            if event.type == RENDER_REQUEST_EVENT:
+                return await self.service.export(WORKSPACE, self.deck_id)
+        return None
+
+    async def drop_unused_export(self) -> None:
+        """Cancel the early `deck.export` job when the run did not take its PDF (the renderer
+        became unavailable, or the run failed), so no job is left queued in the database."""
+        job = self.export_job
+        if job is not None and not self._export_used:
+            self.export_job = None
+            await self.service.runtime.cancel(job.id)
 
     async def _artefact(self, job: Job, dest: Path, report: RunReport, what: str) -> None:
         done = await self.service.runtime.wait(job.id)
@@ -239,7 +275,8 @@ class Pipeline:
                 (await self.service.build(WORKSPACE, self.deck_id), out / "site.zip", "build")
             )
         if "pdf" in formats:
-            job = await self.service.export(WORKSPACE, self.deck_id)
+            job = self.export_job or await self.service.export(WORKSPACE, self.deck_id)
+            self._export_used = True
             work.append((job, out / "deck.pdf", "export"))
         bar = self.progress.add_task("rendering", total=len(work) + (1 if shots else 0))
 
@@ -322,15 +359,20 @@ async def run_pipeline(
                 async with node:
                     entered = True
                     service = node.decks
-                    live = await _wait_for_renderer(service)
-                    progress.update(starting, completed=1)
+                    # the deck is stored while Chromium starts; only its checks need a renderer
                     await _ensure_workspace(service)
                     created = await service.create_deck(WORKSPACE, source, await compiling)
+                    live = await _wait_for_renderer(service)
+                    progress.update(starting, completed=1)
                     pipeline = Pipeline(service, created.deck_id, progress)
-                    await pipeline.validate(report)
-                    report.unavailable = not live
-                    if out is not None and report.exit_code is not ExitCode.UNAVAILABLE:
-                        await pipeline.artefacts(out, formats, report)
+                    export_early = out is not None and "pdf" in formats
+                    try:
+                        await pipeline.validate(report, export_early=export_early)
+                        report.unavailable = not live
+                        if out is not None and report.exit_code is not ExitCode.UNAVAILABLE:
+                            await pipeline.artefacts(out, formats, report)
+                    finally:
+                        await pipeline.drop_unused_export()
             finally:
                 if not entered:
                     await _stop_early_start(booting, node)

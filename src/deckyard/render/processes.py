@@ -203,8 +203,33 @@ def reap_adopted(protected: set[int]) -> int:
     """Reap exited children that this process did not start itself; return how many.
 
     Children in `protected` (the Playwright driver, the watchdog) are waited for by their own
-    owners; reaping them here would steal their exit status.
+    owners; reaping them here would steal their exit status. `waitid(WNOWAIT)` names an exited
+    child without reaping it, so the common pass costs a system call or two and no scan of
+    `/proc` (whose `stat` files read slowly while Chromium is busy, and the scan blocked the
+    event loop for tens of milliseconds on every reap tick). Only when the exited child it names
+    is protected (its owner has not waited for it yet) does the pass fall back to the scan,
+    which can look past it.
     """
+    reaped = 0
+    while True:
+        try:
+            exited = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return reaped
+        if exited is None or exited.si_pid == 0:
+            return reaped
+        if exited.si_pid in protected:
+            return reaped + _reap_by_scan(protected)
+        try:
+            done, _ = os.waitpid(exited.si_pid, os.WNOHANG)
+        except ChildProcessError:
+            continue
+        if not done:
+            return reaped
+        reaped += 1
+
+
+def _reap_by_scan(protected: set[int]) -> int:
     reaped = 0
     for pid in _children_of(os.getpid()):
         if pid in protected or not _is_zombie(pid):

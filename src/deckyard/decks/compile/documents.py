@@ -236,6 +236,21 @@ def compile_page(deck: DeckSource, name: str, limits: DeckLimits) -> CompiledPag
     return compiled
 
 
+def compile_each(deck: DeckSource, limits: DeckLimits) -> dict[str, CompiledPage | CompileError]:
+    """Every page compiled on its own terms: what `compile_page` gives (or raises) for each,
+    with the deck's fonts and theme expanded once instead of once per page."""
+    resolver = AssetResolver(deck.assets, deck.other_files)
+    shared = _shared(deck, resolver)
+    each: dict[str, CompiledPage | CompileError] = {}
+    for index, page in enumerate(deck.pages):
+        compiled, found = _compile_at(deck, shared, resolver, index, page, limits)
+        if compiled is None:
+            each[page.name] = CompileError(shared.problems + found)
+        else:
+            each[page.name] = compiled
+    return each
+
+
 def _reveal_print_document(deck: DeckSource, page: PageSource, limits: DeckLimits) -> str:
     """A reveal.js deck's print document: the deck once, in reveal.js's print view."""
     resolver = AssetResolver(deck.assets, deck.other_files)

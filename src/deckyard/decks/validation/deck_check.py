@@ -12,8 +12,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from deckyard.decks.compile.documents import CompiledPage, compile_page
-from deckyard.decks.errors import CompileError
+from deckyard.decks.compile.documents import CompiledPage, compile_each
 from deckyard.decks.source.deck_source import DeckSource
 from deckyard.decks.validation.page_check import PageCheck, PageValidator, slide_spec
 from deckyard.decks.validation.result import StageOutcome
@@ -57,13 +56,13 @@ def compile_pages(
     """Every page compiled; the checks of those that did not compile (render skipped)."""
     compiled: dict[str, CompiledPage] = {}
     failed: dict[str, PageCheck] = {}
-    for page in deck.pages:
-        try:
-            compiled[page.name] = compile_page(deck, page.name, validator.limits)
-        except CompileError as exc:
-            skipped = render_outcome_skipped("the page did not compile")
-            result = validation_result(compile_outcome(exc.problems), skipped, page=page.name)
-            failed[page.name] = PageCheck(page.name, result, None)
+    for name, outcome in compile_each(deck, validator.limits).items():
+        if isinstance(outcome, CompiledPage):
+            compiled[name] = outcome
+            continue
+        skipped = render_outcome_skipped("the page did not compile")
+        result = validation_result(compile_outcome(outcome.problems), skipped, page=name)
+        failed[name] = PageCheck(name, result, None)
     return compiled, failed
 
 

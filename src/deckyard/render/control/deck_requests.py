@@ -24,6 +24,7 @@ from deckyard.jobs import JobContext, JobError, JobErrorCode, Runtime
 from deckyard.render.control.inputs import documents_by_reference
 from deckyard.render.control.models import (
     DECK_KIND,
+    RENDER_REQUEST_EVENT,
     ControlErrorCode,
     RenderRequest,
     RequestStatus,
@@ -161,7 +162,7 @@ class DeckRenders:
         a wait that outlives the deadline by a lease cancels it.
         """
         request = await self.open(ctx, specs)
-        await ctx.emit("render_request", {"request_id": request.id, "pages": len(specs)})
+        await ctx.emit(RENDER_REQUEST_EVENT, {"request_id": request.id, "pages": len(specs)})
         grace = self.settings.render_lease_seconds + self.settings.render_idle_poll_ceiling_seconds
         timeout = (request.deadline_at - self.clock.now()).total_seconds() + grace
         timed_out = False

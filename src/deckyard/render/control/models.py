@@ -58,6 +58,8 @@ WAKE_RENDER = "render"
 """Bus channel that wakes the coordinator: a request arrived, was cancelled or was requeued."""
 WAKE_REQUESTS = "render.requests"
 """Bus channel woken whenever a render request changes state; `wait_for_terminal` listens."""
+RENDER_REQUEST_EVENT = "render_request"
+"""The job event a job emits once its render request exists (`{"request_id": ...}`)."""
 
 
 class ScreenshotSpec(BaseModel):

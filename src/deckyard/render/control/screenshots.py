@@ -39,6 +39,7 @@ from deckyard.jobs import JobContext, JobError, JobErrorCode, JobStatus, Runtime
 from deckyard.render.control.coordinator import queue_check
 from deckyard.render.control.inputs import documents_by_reference
 from deckyard.render.control.models import (
+    RENDER_REQUEST_EVENT,
     WAKE_REQUESTS,
     RendererState,
     RenderRequest,
@@ -225,7 +226,7 @@ class ScreenshotHandler:
         """Render the job's spec through a render request and return the committed result."""
         spec = ScreenshotSpec.model_validate(ctx.payload["spec"])
         request = await self.open_request(ctx, spec)
-        await ctx.emit("render_request", {"request_id": request.id})
+        await ctx.emit(RENDER_REQUEST_EVENT, {"request_id": request.id})
         try:
             async with ctx.slot_released():
                 done = await wait_for_terminal(self.waiters, request.id, None)

@@ -153,13 +153,15 @@ class RendererRuntime:
         )
 
     async def stop(self) -> None:
-        """Stop the loops, fail active attempts, close the browsers and reap the leftovers."""
+        """Stop the loops, fail active attempts, kill the browsers, drop the tabs and reap the
+        leftovers."""
         for task in self._loops:
             task.cancel()
         for task in self._loops:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await self.registry.stop()
+        await self.pool.kill_browsers()
         await self.tabs.stop()
         await self.pool.stop()
         with contextlib.suppress(RuntimeError, ValueError):

@@ -9,8 +9,10 @@ import pytest
 from bs4 import BeautifulSoup
 
 from deckyard.decks.compile.documents import (
+    CompiledPage,
     compile_deck,
     compile_deck_report,
+    compile_each,
     compile_page,
     compile_print_document,
 )
@@ -59,6 +61,45 @@ def test_one_page_compiles_to_the_document_the_deck_stores_for_it(
             page.index,
         )
     assert 'data-number="3"' in compile_page(deck, "03-c", limits).document
+
+
+def test_compiling_each_page_gives_what_compile_page_gives_or_raises(
+    make_deck: MakeDeck, limits: DeckLimits
+) -> None:
+    # deck validation compiles every page at once; each must match its compile_page
+    deck = make_deck(
+        {
+            "01-a.md": "# A",
+            "02-b.html": '<h1>B</h1><img src="assets/nope.png">',
+            "03-c.md": "# C",
+        }
+    )
+    each = compile_each(deck, limits)
+    assert list(each) == ["01-a", "02-b", "03-c"]
+    for name in ("01-a", "03-c"):
+        alone, together = compile_page(deck, name, limits), each[name]
+        assert isinstance(together, CompiledPage)
+        assert (together.document, together.sha256, together.index) == (
+            alone.document,
+            alone.sha256,
+            alone.index,
+        )
+    with pytest.raises(CompileError) as excinfo:
+        compile_page(deck, "02-b", limits)
+    failed = each["02-b"]
+    assert isinstance(failed, CompileError)
+    assert failed.problems == excinfo.value.problems
+
+
+def test_a_theme_problem_fails_every_page_compiled_at_once(
+    make_deck: MakeDeck, limits: DeckLimits
+) -> None:
+    deck = make_deck({"a.md": "# A", "b.md": "# B"}, theme_css=".x { background: url(gone.png) }")
+    each = compile_each(deck, limits)
+    for name in ("a", "b"):
+        failed = each[name]
+        assert isinstance(failed, CompileError)
+        assert [(p.page, p.reference) for p in failed.problems] == [("theme", "gone.png")]
 
 
 def test_html_page_keeps_markup_and_moves_page_css_into_a_scoped_stylesheet(

@@ -8,11 +8,13 @@ inline, committed without a receipt pass.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from deckyard.jobs import JobStatus
+from deckyard.jobs import JobContext, JobStatus, Runtime
 from deckyard.render.control.models import ScreenshotSpec
+from deckyard.render.control.service import RenderService
 from tests.drills.control_fixtures import hygiene, nav, running_plane, shared_renderer
 from tests.drills.support import RendererProcess, decode_png
 
@@ -46,3 +48,41 @@ async def test_results_arrive_when_the_renderer_says_so_not_at_the_next_poll(
         # The change answers carried the receipts and the PNGs: no receipt pass, no download.
         stats = plane.service.coordinator.receipts.stats
         assert stats.inline >= 1, stats
+
+
+DECK_JOB = "changes.deck"
+
+
+def deck_job(runtime: Runtime, service: RenderService) -> None:
+    """A job that renders its payload's specs as one deck request."""
+
+    @runtime.handler(DECK_JOB, queue="render")
+    async def render(ctx: JobContext) -> dict[str, Any]:
+        specs = [ScreenshotSpec.model_validate(s) for s in ctx.payload["specs"]]
+        outcomes = await service.decks.render(ctx, specs)
+        return {"pages": [o.error_code for o in outcomes]}
+
+
+async def test_deck_pages_are_committed_from_the_change_answers(
+    tmp_path: Path, shared_renderer: RendererProcess
+) -> None:
+    # With a 30 s receipt poll, the deck finishing within 20 s needs the change answers; its
+    # pages are committed from the receipts those carry, not each from a receipt pass.
+    colours = ["#c00", "#0c0", "#00c", "#cc0", "#0cc", "#c0c"]
+    specs = [
+        ScreenshotSpec(
+            html=f"<html><body style='margin:0;background:{c}'>{i}</body></html>",
+            width=160,
+            height=90,
+        ).model_dump(mode="json")
+        for i, c in enumerate(colours)
+    ]
+    async with running_plane(
+        tmp_path, shared_renderer, before_start=deck_job, **SLOW_POLL
+    ) as plane:
+        job = await plane.runtime.enqueue(DECK_JOB, {"specs": specs}, queue="render")
+        done = await plane.runtime.wait(job.id, timeout=20)
+        assert done.status is JobStatus.SUCCEEDED, done.error_message
+        assert done.result == {"pages": [None] * len(colours)}
+        stats = plane.service.coordinator.receipts.stats
+        assert stats.from_changes >= 1, stats

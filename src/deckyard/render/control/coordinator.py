@@ -490,9 +490,8 @@ class Coordinator:
                 "attempt_id": item.attempt.attempt_key,
                 "timeout_seconds": item.attempt.timeout_seconds,
             }
-        if item.pages is None:
-            self.receipts.expect(item.attempt)
         deck = item.pages is not None
+        self.receipts.expect(item.attempt, deck=deck)
         answer = await self.client.submit(source.url, source.secret, body, deck=deck)
         if isinstance(answer, Rejection) and answer.code == RenderErrorCode.DOCUMENT_UNKNOWN:
             answer = await self._submit_by_value(source, body, answer, deck=deck)

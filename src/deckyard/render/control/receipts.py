@@ -202,6 +202,11 @@ class _Plan:
     ends: list[tuple[RenderAttempt, AttemptState, str, str, bool]] = field(default_factory=list)
 
 
+def _completeness(receipt: Receipt) -> tuple[bool, int]:
+    """How much a deck receipt says: an ended attempt's most, then more finished pages."""
+    return receipt.status.terminal, len(receipt.pages or [])
+
+
 class ReceiptPoller:
     """One pass over every live attempt this process can reach."""
 
@@ -239,6 +244,12 @@ class ReceiptPoller:
         """Single attempts this process posted, by key, until a result of theirs was fetched
         (the last `EXPECTED_KEPT`): a change answer that carries their receipt is committed
         from without a pass, and one that comes late meets the result CAS like any other."""
+        self._resync: dict[str, tuple[RenderAttempt, Receipt, RendererSource]] = {}
+        """Per deck attempt, the most complete receipt that came while its sync ran."""
+        self._stopping = False
+        self._decks_posted: dict[str, tuple[RenderAttempt, float]] = {}
+        """Deck attempts this process posted, by key, while they hold slots: a change answer
+        carrying one's receipt with newly finished pages starts their commit without a pass."""
         self.decks = DeckCommitter(db, settings, client, committer.store, clock, committer.stats)
 
     def _source(self, attempt: RenderAttempt) -> RendererSource | None:
@@ -248,9 +259,16 @@ class ReceiptPoller:
     async def pass_once(self) -> bool:
         """Poll and act; False when nothing holds a slot and nothing waits to be stopped."""
         now = self.clock.now()
+        read_at = self.clock.monotonic()
         async with self.db.read_transaction() as conn:
             active = await attempts_active(conn)
             stopping = await requests_running_overdue_or_cancelled(conn, now)
+        # A deck posted after this read began may be missing from it (the dispatch and this
+        # pass wake on the same change): only decks posted before it are known to have ended.
+        live_keys = {a.attempt_key for a in active}
+        for key, (_attempt, posted_at) in list(self._decks_posted.items()):
+            if key not in live_keys and posted_at < read_at:
+                del self._decks_posted[key]
         if not active and not stopping:
             self._unknown_since.clear()
             return False
@@ -260,7 +278,6 @@ class ReceiptPoller:
         for attempt in active:
             if attempt.request_id not in stop_ids:
                 by_renderer[attempt.renderer_row_id].append(attempt)
-        live_keys = {a.attempt_key for a in active}
         for gone in set(self._unknown_since) - live_keys:
             del self._unknown_since[gone]
         self._fetched_keys &= live_keys
@@ -428,8 +445,11 @@ class ReceiptPoller:
                     now=now,
                 )
 
-    def expect(self, attempt: RenderAttempt) -> None:
-        """Note a single attempt just posted, so `take_ended` can commit it from a change."""
+    def expect(self, attempt: RenderAttempt, *, deck: bool = False) -> None:
+        """Note an attempt just posted, so `take_ended` can commit from a change answer."""
+        if deck:
+            self._decks_posted[attempt.attempt_key] = (attempt, self.clock.monotonic())
+            return
         self._expected[attempt.attempt_key] = attempt
         while len(self._expected) > EXPECTED_KEPT:
             del self._expected[next(iter(self._expected))]
@@ -437,13 +457,19 @@ class ReceiptPoller:
     def take_ended(self, source: RendererSource, answer: ChangesAnswer) -> bool:
         """Commit the results a change answer carries; False when a receipt pass must look.
 
-        Only succeeded single attempts this process posted are taken here (their rows' ids
-        are all the result CAS needs, and it decides as it does after a pass); anything else
-        (a failure, a deck page, an attempt posted elsewhere, an answer that misses endings)
-        is left to the pass.
+        Taken here: succeeded single attempts this process posted (their rows' ids are all the
+        result CAS needs, and it decides as it does after a pass), and the newly finished pages
+        of a live deck attempt this process posted (the page CAS decides, as after a pass;
+        leases are the timed pass's to renew). Anything else (a failure, a deck's end, a deck
+        whose pages are being committed already, an attempt posted elsewhere, an answer that
+        misses endings) is left to the pass. Each page of a deck used to cost a pass: two reads
+        and the renderer's whole receipt of the deck fetched again, which the answer carries.
         """
         taken = answer.complete
         for receipt in answer.receipts:
+            if receipt.pages is not None:
+                taken = self._take_deck_pages(source, receipt) and taken
+                continue
             attempt = self._expected.get(receipt.attempt_id)
             if (
                 attempt is None
@@ -464,6 +490,19 @@ class ReceiptPoller:
             self.stats.inline += inline is not None
             self._start_fetch(attempt, receipt, source, inline)
         return taken
+
+    def _take_deck_pages(self, source: RendererSource, receipt: Receipt) -> bool:
+        posted = self._decks_posted.get(receipt.attempt_id)
+        if posted is None:
+            return False
+        attempt = posted[0]
+        if receipt.status not in LIVE or receipt.epoch != attempt.renderer_epoch:
+            return False
+        done = self._decided.get(attempt.attempt_key, set())
+        if any(p.index not in done for p in receipt.pages or []):
+            self._start_deck_sync(attempt, receipt, source)
+            self.stats.from_changes += 1
+        return True
 
     def _start_fetch(
         self,
@@ -486,10 +525,18 @@ class ReceiptPoller:
     def _start_deck_sync(
         self, attempt: RenderAttempt, receipt: Receipt, source: RendererSource
     ) -> None:
-        """Commit a deck attempt's newly finished pages in the background, one sync at a time."""
+        """Commit a deck attempt's newly finished pages in the background, one sync at a time.
+
+        A receipt that comes while a sync runs is kept (the most complete one: a deck's
+        receipts only grow) and synced when that sync ends, so the pages and the end it
+        carries wait for no timed pass.
+        """
         key = attempt.attempt_key
         running = self._syncing.get(key)
         if running is not None and not running.done():
+            kept = self._resync.get(key)
+            if kept is None or _completeness(receipt) >= _completeness(kept[1]):
+                self._resync[key] = (attempt, receipt, source)
             return
         decided = self._decided.setdefault(key, set())
         task = asyncio.create_task(
@@ -503,6 +550,9 @@ class ReceiptPoller:
             del self._syncing[key]
         if not task.cancelled() and task.exception() is not None:
             log.error("deck page commit failed", exc_info=task.exception())
+        later = self._resync.pop(key, None)
+        if later is not None and not self._stopping:
+            self._start_deck_sync(*later)
 
     def _fetched(self, key: str, task: asyncio.Task[bool]) -> None:
         if self._fetching.get(key) is task:
@@ -515,8 +565,12 @@ class ReceiptPoller:
 
     async def stop(self) -> None:
         """Wait for result downloads in flight (their CAS decides), then forget them."""
+        self._stopping = True
+        self._resync.clear()
         tasks: list[asyncio.Task[Any]] = [*self._fetching.values(), *self._syncing.values()]
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
         self._fetching.clear()
         self._syncing.clear()
+        self._resync.clear()
+        self._stopping = False

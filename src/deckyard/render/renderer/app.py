@@ -350,7 +350,9 @@ def create_app(runtime: RendererRuntime) -> FastAPI:
     @app.post("/v1/deck-attempts")
     async def submit_deck_attempt(body: Signed) -> JSONResponse:
         deck = await parse_deck(body)
+        count = registry.changes.count
         receipt, created = admit(deck.attempt_id, deck)
+        receipt.changes = count if created else None
         return JSONResponse(receipt.model_dump(mode="json"), status_code=202 if created else 200)
 
     @app.get("/v1/attempts/{attempt_id}/pages/{index}/artifact")

@@ -576,7 +576,12 @@ class Settings(BaseSettings):
         """The database URL, defaulting to a SQLite file inside `data_dir`."""
         if self.database_url:
             return self.database_url
-        return f"sqlite:///{(self.data_dir / 'deckyard.db').resolve()}"
+        return f"sqlite:///{self.default_database_file}"
+
+    @property
+    def default_database_file(self) -> Path:
+        """The SQLite file used when no `database_url` is set."""
+        return (self.data_dir / "deckyard.db").resolve()
 
     @classmethod
     def load(cls, **overrides: Any) -> Settings:

@@ -32,6 +32,7 @@ from sqlalchemy import select
 from deckyard.api.schema import workspaces
 from deckyard.cli.common import FORMATS
 from deckyard.cli.output import OutputFolderError, cache_dir, finish_output, prepare_output
+from deckyard.cli.schema_template import copy_migrated
 from deckyard.config import Settings
 from deckyard.decks.compile.documents import compile_deck_report
 from deckyard.decks.errors import DeckSourceError, DeckSourceErrorCode
@@ -329,6 +330,10 @@ async def run_pipeline(
     with tempfile.TemporaryDirectory(prefix="run-", dir=cache) as tmp:
         work = Path(tmp)
         settings = pipeline_settings(work, database_url)
+        if not settings.database_url:
+            # a copy of the cached migrated template instead of migrating from nothing
+            await copy_migrated(cache, settings.default_database_file)
+            settings = settings.model_copy(update={"migrate_on_start": False})
         limits = DeckLimits.from_settings(settings)
         source = load_deck_folder(deck_dir, limits)
         # The deck compiles in a thread while the node starts its renderer and Chromium.

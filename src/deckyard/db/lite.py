@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import sqlite3
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -54,3 +55,16 @@ def lite_lock(url: str | URL, *, role: str) -> Iterator[Path | None]:
         yield path
     finally:
         os.close(fd)
+
+
+def seal_sqlite_file(db_file: Path) -> None:
+    """Fold a closed SQLite database's write-ahead log into its file and switch the log off,
+    leaving one self-contained file that can be copied (the next opening turns WAL back on)."""
+    conn = sqlite3.connect(db_file)
+    try:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        conn.execute("PRAGMA journal_mode=DELETE")
+    finally:
+        conn.close()
+    for suffix in ("-wal", "-shm"):
+        db_file.with_name(db_file.name + suffix).unlink(missing_ok=True)

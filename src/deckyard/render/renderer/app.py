@@ -100,6 +100,7 @@ class RendererRuntime:
         )
         self._protected: set[int] = set()
         self._loops: list[asyncio.Task[None]] = []
+        self._stopping: asyncio.Task[None] | None = None
         self._subreaper = False
 
     async def start(self) -> None:
@@ -152,9 +153,20 @@ class RendererRuntime:
             max_timeout_seconds=settings.renderer_max_timeout_seconds,
         )
 
+    def begin_stop(self) -> None:
+        """Start `stop` in the background (when the stop signal comes); `stop` then waits for
+        that one instead of stopping twice."""
+        if self._stopping is None:
+            self._stopping = asyncio.get_running_loop().create_task(self._stop())
+
     async def stop(self) -> None:
         """Stop the loops, fail active attempts, kill the browsers, drop the tabs and reap the
-        leftovers."""
+        leftovers (once, however often it is asked)."""
+        self.begin_stop()
+        assert self._stopping is not None
+        await self._stopping
+
+    async def _stop(self) -> None:
         for task in self._loops:
             task.cancel()
         for task in self._loops:

@@ -19,7 +19,9 @@ import socket
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
 
 import uvicorn
 
@@ -47,6 +49,25 @@ def _bind(host: str, port: int) -> socket.socket:
     sock.listen(128)
     sock.set_inheritable(False)
     return sock
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, whose stop signal also begins the runtime's stop at once.
+
+    uvicorn notices the signal at its next tick and then waits a fixed tenth of a second for
+    connections to close; the runtime's stop (attempts failed, browsers killed, tabs dropped)
+    runs meanwhile instead of after, a sixth of a second off every renderer's stop.
+    """
+
+    def __init__(self, config: uvicorn.Config, on_exit: Callable[[], None]) -> None:
+        super().__init__(config)
+        self._on_exit = on_exit
+        self._loop = asyncio.get_running_loop()
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        super().handle_exit(sig, frame)
+        # a signal handler may run between any two bytecodes of the loop's own work
+        self._loop.call_soon_threadsafe(self._on_exit)
 
 
 def start_watchdog(epoch: str, root: Path, settings: Settings) -> subprocess.Popen[bytes]:
@@ -114,7 +135,7 @@ async def serve(settings: Settings) -> None:
         config = uvicorn.Config(
             create_app(runtime), log_level="warning", access_log=False, lifespan="off"
         )
-        server = uvicorn.Server(config)
+        server = _Server(config, runtime.begin_stop)
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda _signum, _frame: None)
         shown = f"[{host}]" if ":" in host else host

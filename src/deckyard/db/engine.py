@@ -29,8 +29,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-import psycopg
-from psycopg.rows import dict_row
 from sqlalchemy import Table, create_engine, event, select, text
 from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
@@ -45,6 +43,8 @@ from deckyard.db.retry import WriteRetryPolicy, run_with_write_retry
 from deckyard.db.schema import scheduler_lock
 
 if TYPE_CHECKING:
+    import psycopg
+
     from deckyard.config import Settings
 
 log = logging.getLogger(__name__)
@@ -325,6 +325,10 @@ class Database:
     async def _run_statement(
         self, sql: str, params: dict[str, Any]
     ) -> tuple[list[dict[str, Any]], int]:
+        # imported here: PostgreSQL only, and a Lite process never loads the driver
+        import psycopg
+        from psycopg.rows import dict_row
+
         async with self._statement_slots:
             conn = None
             while self._statement_idle and conn is None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import errno
 import sqlite3
+import sys
 from collections.abc import Iterator
-
-import psycopg
+from types import ModuleType
 
 SQLITE_BUSY = 5
 SQLITE_LOCKED = 6
@@ -32,6 +32,17 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
         todo.extend([getattr(cur, "orig", None), cur.__cause__, cur.__context__])
 
 
+def _psycopg() -> ModuleType | None:
+    """psycopg, once something loaded it; before that no psycopg error can exist (a Lite
+    process never loads the driver)."""
+    return sys.modules.get("psycopg")
+
+
+def _pg_error(exc: BaseException, kind: str = "Error") -> bool:
+    pg = _psycopg()
+    return pg is not None and isinstance(exc, getattr(pg, kind))
+
+
 def is_transient_write_conflict(exc: BaseException) -> bool:
     """True when a write failed only because another writer held the lock; retrying may work.
 
@@ -43,7 +54,7 @@ def is_transient_write_conflict(exc: BaseException) -> bool:
             code = getattr(cur, "sqlite_errorcode", None)
             if code is not None and code & 0xFF in (SQLITE_BUSY, SQLITE_LOCKED):
                 return True
-        if isinstance(cur, psycopg.Error) and cur.sqlstate in (
+        if _pg_error(cur) and getattr(cur, "sqlstate", None) in (
             PG_SERIALIZATION_FAILURE,
             PG_DEADLOCK_DETECTED,
         ):
@@ -62,7 +73,7 @@ def is_storage_full(exc: BaseException) -> bool:
             code = getattr(cur, "sqlite_errorcode", None)
             if code is not None and code & 0xFF == SQLITE_FULL:
                 return True
-        if isinstance(cur, psycopg.Error) and cur.sqlstate == PG_DISK_FULL:
+        if _pg_error(cur) and getattr(cur, "sqlstate", None) == PG_DISK_FULL:
             return True
         if isinstance(cur, OSError) and cur.errno in _FULL_ERRNOS:
             return True
@@ -79,12 +90,12 @@ def is_connection_lost(exc: BaseException) -> bool:
     for cur in _chain(exc):
         if getattr(cur, "connection_invalidated", False):
             return True
-        if isinstance(cur, psycopg.OperationalError):
-            state = cur.sqlstate
+        if _pg_error(cur, "OperationalError"):
+            state = getattr(cur, "sqlstate", None)
             if state is None or state.startswith(PG_CONNECTION_CLASS):
                 return True
             if state in PG_SHUTDOWN_STATES:
                 return True
-        if isinstance(cur, psycopg.InterfaceError):
+        if _pg_error(cur, "InterfaceError"):
             return True
     return False

@@ -3,19 +3,26 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from alembic import command
-from alembic.config import Config
 from sqlalchemy import Connection
 from sqlalchemy.engine import URL
 
 from deckyard.db.engine import Database
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+
+# Alembic is imported where a migration runs: a process that starts on a migrated database
+# (`deckyard render` copies one) never loads it.
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 
 
 def alembic_config(connection: Connection | None = None) -> Config:
     """An Alembic config pointing at the packaged migrations, optionally bound to a connection."""
+    from alembic.config import Config
+
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
     if connection is not None:
@@ -24,6 +31,8 @@ def alembic_config(connection: Connection | None = None) -> Config:
 
 
 async def _run(url: str | URL, fn: str, revision: str) -> None:
+    from alembic import command
+
     db = Database(url)
     try:
         async with db.engine.connect() as conn:
@@ -45,6 +54,8 @@ async def downgrade_to(url: str | URL, revision: str = "base") -> None:
 
 async def upgrade(db: Database, revision: str = "head") -> None:
     """Upgrade an open database to `revision`."""
+    from alembic import command
+
     async with db.engine.connect() as conn:
         await conn.run_sync(lambda c: command.upgrade(alembic_config(c), revision))
         await conn.commit()

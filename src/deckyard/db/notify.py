@@ -6,9 +6,10 @@ import asyncio
 import contextlib
 import logging
 from collections import defaultdict
+from typing import TYPE_CHECKING
 
-import psycopg
-from psycopg import sql
+if TYPE_CHECKING:
+    import psycopg
 
 log = logging.getLogger(__name__)
 
@@ -143,6 +144,10 @@ class PgListener:
             self._conn = None
 
     async def _run(self) -> None:
+        # imported here: only PostgreSQL listens, and a Lite process never loads the driver
+        import psycopg
+        from psycopg import sql
+
         delay = self._delay
         first = True
         while True:

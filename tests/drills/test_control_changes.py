@@ -7,6 +7,7 @@ inline, committed without a receipt pass.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,9 @@ from deckyard.jobs import JobContext, JobStatus, Runtime
 from deckyard.render.control.models import ScreenshotSpec
 from deckyard.render.control.service import RenderService
 from tests.drills.control_fixtures import hygiene, nav, running_plane, shared_renderer
+from tests.drills.control_support import NavigationSite
 from tests.drills.support import RendererProcess, decode_png
+from tests.helpers.eventually import eventually
 
 __all__ = ["hygiene", "nav", "shared_renderer"]
 pytestmark = [pytest.mark.chromium, pytest.mark.processes]
@@ -64,25 +67,39 @@ def deck_job(runtime: Runtime, service: RenderService) -> None:
 
 
 async def test_deck_pages_are_committed_from_the_change_answers(
-    tmp_path: Path, shared_renderer: RendererProcess
+    tmp_path: Path, shared_renderer: RendererProcess, nav: NavigationSite
 ) -> None:
-    # With a 30 s receipt poll, the deck finishing within 20 s needs the change answers; its
-    # pages are committed from the receipts those carry, not each from a receipt pass.
-    colours = ["#c00", "#0c0", "#00c", "#cc0", "#0cc", "#c0c"]
+    # With a 30 s receipt poll, the deck finishing within 20 s needs the change answers. Page 1
+    # is held until page 0 is committed, so page 0 ends while the deck is live: its commit comes
+    # from the receipt the change answer carries, not from a receipt pass. (Unheld, a warm
+    # renderer finished the whole deck before the first answer, which then carried its end.)
+    tag = f"cd{os.getpid()}{tmp_path.name[-6:]}"
+    names = [f"{tag}-p{i}" for i in range(3)]
+    for name in (names[0], names[2]):
+        nav.release(name)
     specs = [
-        ScreenshotSpec(
-            html=f"<html><body style='margin:0;background:{c}'>{i}</body></html>",
-            width=160,
-            height=90,
-        ).model_dump(mode="json")
-        for i, c in enumerate(colours)
+        ScreenshotSpec(url=nav.url(name), width=160, height=90).model_dump(mode="json")
+        for name in names
     ]
     async with running_plane(
         tmp_path, shared_renderer, before_start=deck_job, **SLOW_POLL
     ) as plane:
-        job = await plane.runtime.enqueue(DECK_JOB, {"specs": specs}, queue="render")
+        try:
+            job = await plane.runtime.enqueue(DECK_JOB, {"specs": specs}, queue="render")
+
+            async def page_0_committed() -> bool:
+                req = await plane.service.request_for_job(job.id)
+                if req is None:
+                    return False
+                return any(
+                    p.committed and p.page_index == 0 for p in await plane.service.pages(req.id)
+                )
+
+            await eventually(page_0_committed, timeout=20, every=0.05)
+            stats = plane.service.coordinator.receipts.stats
+            assert stats.from_changes >= 1, stats
+        finally:
+            nav.release(names[1])
         done = await plane.runtime.wait(job.id, timeout=20)
         assert done.status is JobStatus.SUCCEEDED, done.error_message
-        assert done.result == {"pages": [None] * len(colours)}
-        stats = plane.service.coordinator.receipts.stats
-        assert stats.from_changes >= 1, stats
+        assert done.result == {"pages": [None] * len(names)}

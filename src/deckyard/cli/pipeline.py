@@ -180,8 +180,8 @@ class Pipeline:
         self.deck_id = deck_id
         self.progress = progress
         self.export_job: Job | None = None
-        """The `deck.export` job enqueued while the pages were rendering, if one was."""
-        self._export_used = False
+        """The `deck.export` job enqueued while the pages were rendering, until `artefacts`
+        takes it."""
 
     async def validate(self, report: RunReport, *, export_early: bool = False) -> None:
         """Validate every page in one `deck.validate` job and fill in the report's rows.
@@ -231,9 +231,8 @@ class Pipeline:
     async def drop_unused_export(self) -> None:
         """Cancel the early `deck.export` job when the run did not take its PDF (the renderer
         became unavailable, or the run failed), so no job is left queued in the database."""
-        job = self.export_job
-        if job is not None and not self._export_used:
-            self.export_job = None
+        job, self.export_job = self.export_job, None
+        if job is not None:
             await self.service.runtime.cancel(job.id)
 
     async def _artefact(self, job: Job, dest: Path, report: RunReport, what: str) -> None:
@@ -277,7 +276,7 @@ class Pipeline:
             )
         if "pdf" in formats:
             job = self.export_job or await self.service.export(WORKSPACE, self.deck_id)
-            self._export_used = True
+            self.export_job = None
             work.append((job, out / "deck.pdf", "export"))
         bar = self.progress.add_task("rendering", total=len(work) + (1 if shots else 0))
 

@@ -566,7 +566,6 @@ class ReceiptPoller:
     async def stop(self) -> None:
         """Wait for result downloads in flight (their CAS decides), then forget them."""
         self._stopping = True
-        self._resync.clear()
         tasks: list[asyncio.Task[Any]] = [*self._fetching.values(), *self._syncing.values()]
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)

@@ -64,3 +64,19 @@ def test_media_type_parameters_are_kept_in_the_served_type() -> None:
     image = uri("image/svg+xml;charset=utf-8", b"<svg xmlns='http://www.w3.org/2000/svg'/>" * 50)
     out = extract_inline_files(f'<img src="{image}">', 1024)
     assert [media for _data, media in out.files.values()] == ["image/svg+xml;charset=utf-8"]
+
+
+def test_markers_match_in_any_ascii_case_and_only_in_ascii() -> None:
+    font = base64.b64encode(FONT).decode()
+    image = base64.b64encode(IMAGE).decode()
+    doc = (
+        f'<style>@font-face {{ src: URL("DATA:font/ttf;BASE64,{font}") }}</style>'
+        f'<IMG Alt="a" SRC="Data:image/png;Base64,{image}">'
+    )
+    out = extract_inline_files(doc, 1024)
+    assert "base64" not in out.document.lower()
+    assert len(out.files) == 2
+    # A non-ASCII look-alike (LONG S for "s") is not the marker Chromium reads: left alone.
+    long_s = "\N{LATIN SMALL LETTER LONG S}"
+    lookalike = f'<style>@font-face {{ src: url("data:font/ttf;ba{long_s}e64,{font}") }}</style>'
+    assert extract_inline_files(lookalike, 1024).files == {}

@@ -123,6 +123,12 @@ class RenderInput(BaseModel):
     wait: WaitRules = Field(default_factory=WaitRules)
     timeout_seconds: float | None = Field(None, gt=0)
     fail_on_page_error: bool = False
+    capture: bool = Field(
+        True,
+        description="False: load, settle and inspect the page only, for its diagnostics (a "
+        "validation that keeps no picture); the attempt succeeds without an artefact and "
+        "`format` is not used.",
+    )
 
     @model_validator(mode="after")
     def _one_source(self) -> RenderInput:
@@ -176,6 +182,8 @@ class DeckAttemptRequest(BaseModel):
     def _distinct(self) -> DeckAttemptRequest:
         if len({p.index for p in self.pages}) != len(self.pages):
             raise ValueError("pages: every index once")
+        if not all(p.capture for p in self.pages):
+            raise ValueError("pages: every page of a deck attempt is captured")
         return self
 
     def fingerprint(self) -> str:

@@ -52,7 +52,10 @@ class FakeRenderer:
             "renderer_id": self.url,
             "epoch": self.epoch,
         }
-        if status == "succeeded":
+        captured = self.bodies.get(key, {}).get("capture", True)
+        if status == "succeeded" and not captured:
+            body["diagnostics"] = {"console_errors": []}
+        elif status == "succeeded":
             body["artifact"] = {
                 "format": "png",
                 "content_type": "image/png",
@@ -122,7 +125,7 @@ class FakeRenderer:
             return httpx.Response(404, json={"error": "RENDER_INVALID_INPUT"})
         key = path.split("/")[3]
         if path.endswith("/artifact"):
-            if self.attempts.get(key) != "succeeded":
+            if self.attempts.get(key) != "succeeded" or not self.bodies[key].get("capture", True):
                 return httpx.Response(404, json={"error": "RENDER_RESULT_LOST"})
             sha = hashlib.sha256(PNG).hexdigest()
             return httpx.Response(

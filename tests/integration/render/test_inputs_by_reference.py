@@ -77,7 +77,9 @@ async def test_the_row_and_the_call_carry_the_key_and_a_known_key_is_not_sent_ag
         assert row["document_key"] == key and "document" not in row
         assert await p.store.get(document_object_key(key)) == PAGE.encode()
         sent = list(renderer.bodies.values())
-        assert len(sent) == 1 and sent[0]["document"] == PAGE  # refused by key, then by value
+        # A key the renderer was never seen to take goes by value at once: one call, no refusal.
+        assert len(sent) == 1 and sent[0]["document"] == PAGE
+        assert renderer.calls.count("POST /v1/attempts") == 1
         assert p.coordinator.documents_sent == 1
 
         renderer.bodies.clear()
@@ -85,6 +87,46 @@ async def test_the_row_and_the_call_carry_the_key_and_a_known_key_is_not_sent_ag
         (again,) = renderer.bodies.values()
         assert again["document_key"] == key and "document" not in again
         assert p.coordinator.documents_sent == 1
+    finally:
+        await p.coordinator.client.aclose()
+
+
+async def test_a_renderer_that_dropped_a_key_refuses_it_and_then_gets_it_by_value(
+    db: Database, tmp_path: Path
+) -> None:
+    renderer = FakeRenderer("http://r1", slots=2, documents=set())
+    p = make_plane(db, tmp_path, renderer)
+    try:
+        await render(p, PAGE, 1)
+        assert renderer.documents is not None
+        renderer.documents.clear()  # its bounded cache let the document go
+        renderer.bodies.clear()
+        renderer.calls.clear()
+        await render(p, PAGE, 2)
+        assert renderer.calls.count("POST /v1/attempts") == 2  # by key, refused, by value
+        (again,) = renderer.bodies.values()
+        assert again["document"] == PAGE
+        assert p.coordinator.documents_sent == 2
+    finally:
+        await p.coordinator.client.aclose()
+
+
+async def test_a_renderer_under_a_new_epoch_gets_the_document_by_value_at_once(
+    db: Database, tmp_path: Path
+) -> None:
+    renderer = FakeRenderer("http://r1", slots=2, documents=set())
+    p = make_plane(db, tmp_path, renderer)
+    try:
+        await render(p, PAGE, 1)
+        renderer.restart("epoch-2")
+        assert renderer.documents is not None
+        renderer.documents.clear()
+        renderer.bodies.clear()
+        renderer.calls.clear()
+        await render(p, PAGE, 2)
+        assert renderer.calls.count("POST /v1/attempts") == 1
+        (again,) = renderer.bodies.values()
+        assert again["document"] == PAGE
     finally:
         await p.coordinator.client.aclose()
 

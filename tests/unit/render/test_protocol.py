@@ -13,6 +13,7 @@ from deckyard.render.protocol import (
     SIGNATURE_HEADER,
     TIMESTAMP_HEADER,
     AttemptRequest,
+    DeckAttemptRequest,
     ErrorKind,
     HmacAuth,
     RenderErrorCode,
@@ -33,6 +34,16 @@ def test_defaults_are_a_full_hd_png() -> None:
     render = RenderInput(document="<p>x</p>")
     assert (render.width, render.height, render.format, render.scale) == (1920, 1080, "png", 1.0)
     assert check_limits(render, settings()) == []
+    assert render.capture is True
+
+
+def test_a_deck_attempt_captures_every_page() -> None:
+    page = {"document": "<p>x</p>", "index": 0}
+    DeckAttemptRequest.model_validate({"attempt_id": "a1", "pages": [page]})
+    with pytest.raises(ValidationError, match="every page of a deck attempt is captured"):
+        DeckAttemptRequest.model_validate(
+            {"attempt_id": "a1", "pages": [{**page, "capture": False}]}
+        )
 
 
 @pytest.mark.parametrize(

@@ -109,7 +109,8 @@ class RenderGateway:
     async def _run_unkept(
         self, spec: ScreenshotSpec, *, workspace_id: str, timeout: float
     ) -> RenderOutcome:
-        """Render `spec` as a render request without a job, wait, then delete it.
+        """Check `spec` in a render request without a job and without a picture, wait, then
+        delete the request.
 
         Nobody keeps the PNG, so there is no job to claim, finish and wake: one insert, the
         coordinator's usual admission, attempts, fenced result and deadline, one delete. A wait
@@ -123,7 +124,7 @@ class RenderGateway:
         )
         try:
             request = await self.render.screenshot_direct(
-                spec, workspace_id=workspace_id, timeout=timeout
+                spec, workspace_id=workspace_id, timeout=timeout, capture=False
             )
         except RenderQueueFull as exc:
             return RenderOutcome(None, exc.code.value, str(exc))

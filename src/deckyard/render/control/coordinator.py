@@ -1,17 +1,20 @@
 """The coordinator: probe renderers, admit and dispatch attempts, poll receipts, recover leases.
 
-Four loops on `Loop`, each silent while there is nothing to do:
+Four loops on `Loop`, each silent while there is nothing to do, each woken by its own bus
+channel (`models.WAKE_*`) so that a state change wakes only the loop it gives work to:
 
 - `render.probe` asks every renderer for its capabilities over HTTP and writes a renderer row only
   when something about it changed (a new epoch also reconciles that renderer's attempts at once);
-- `render.dispatch` wakes on new, requeued or cancelled requests, admits due ones under the
-  admission lock and posts them to their renderers;
+- `render.dispatch` wakes on new, requeued or cancelled requests and on freed slots, admits
+  due ones under the admission lock and posts them to their renderers;
 - `render.receipts` polls live attempts in batches, renews leases from real receipts, stops
   cancelled or overdue requests and commits results; while a renderer runs our attempts, one
   long-poll of its `GET /v1/changes` pokes this loop the moment an attempt ends there, so a
   result is fetched without waiting for the next timed poll, and while every such renderer is
   watched the timed poll slows to `render_receipt_watched_poll_seconds` (leases, deadlines);
-- `render.recovery` sleeps until the nearest lease expiry and then releases what expired.
+  it wakes on cancels, on the dispatch's poke after a post, and on its timer;
+- `render.recovery` wakes when an attempt takes a lease, sleeps until the nearest lease expiry
+  and then releases what expired.
 
 Admission (`queue_check` for new requests, `admit_due` for slots under the caps) runs under
 `acquire_admission_lock`, so no two processes decide at once: the caps and the queue limits hold
@@ -42,9 +45,11 @@ from deckyard.render.control.client import (
     RendererSource,
     RendererSources,
 )
-from deckyard.render.control.inputs import documents_by_value
+from deckyard.render.control.inputs import DocumentsHeld, document_keys, documents_by_value
 from deckyard.render.control.models import (
-    WAKE_RENDER,
+    WAKE_ATTEMPTS,
+    WAKE_DISPATCH,
+    WAKE_STOP,
     AttemptState,
     ControlErrorCode,
     RenderAttempt,
@@ -273,7 +278,9 @@ class Coordinator:
         self.clock = clock
         self.store = store
         self.documents_sent = 0
-        """Documents sent by value because a renderer lacked their key (`inputs.py`)."""
+        """Documents sent by value because a renderer lacked, or was not known to hold, their
+        key (`inputs.py`)."""
+        self.documents_held = DocumentsHeld()
         self.client = RendererClient(settings.render_http_timeout_seconds, clock, transport)
         self.committer = ResultCommitter(db, settings, self.client, store, clock)
         self.renderer_names: dict[int, str] = {}
@@ -299,14 +306,15 @@ class Coordinator:
         def woken(
             name: str,
             tick: Callable[[], Awaitable[Tick]],
+            channel: str,
             poll: float = s.render_receipt_poll_seconds,
         ) -> Loop:
-            """A loop woken by render state changes, polling while attempts are active."""
+            """A loop woken by its own render state changes, polling while attempts are active."""
             return Loop.configured(
                 name,
                 tick,
                 s,
-                subscription=db.bus.subscribe(WAKE_RENDER),
+                subscription=db.bus.subscribe(channel),
                 poll_interval=poll,
                 idle_ceiling=max(poll, s.render_idle_poll_ceiling_seconds),
                 clock=clock,
@@ -317,11 +325,17 @@ class Coordinator:
             s.render_lease_seconds * s.render_lease_renew_fraction / 6,
             s.render_idle_poll_ceiling_seconds,
         )
-        self.dispatch_loop = woken("render.dispatch", self.dispatch_once)
+        # A new attempt reaches the receipt loop through the dispatch's own poke, once it is
+        # posted (a pass woken by the admission's commit would poll the renderer before it even
+        # has the attempt); the timed poll finds attempts other nodes posted.
+        self.dispatch_loop = woken("render.dispatch", self.dispatch_once, WAKE_DISPATCH)
         self.receipt_loop = woken(
-            "render.receipts", self.receipts_once, max(s.render_receipt_poll_seconds, watched)
+            "render.receipts",
+            self.receipts_once,
+            WAKE_STOP,
+            max(s.render_receipt_poll_seconds, watched),
         )
-        self.recovery_loop = woken("render.recovery", self.recover_once)
+        self.recovery_loop = woken("render.recovery", self.recover_once, WAKE_ATTEMPTS)
         self._unwatchable: set[str] = set()
         """Renderers whose last change long-poll failed: timed receipt passes at full pace."""
 
@@ -452,7 +466,7 @@ class Coordinator:
     async def _slot_might_be_free(self) -> bool:
         """Read-only pre-check so a full or renderer-less plane does not spin write transactions.
 
-        A slot freed later wakes this loop (`WAKE_RENDER`), as does a renderer coming up.
+        A slot freed later wakes this loop (`WAKE_DISPATCH`), as does a renderer coming up.
         """
         async with self.db.read_transaction() as conn:
             renderers = await renderer_list(conn)
@@ -491,11 +505,20 @@ class Coordinator:
                 "timeout_seconds": item.attempt.timeout_seconds,
             }
         deck = item.pages is not None
+        epoch = item.renderer.epoch or ""
+        keys = document_keys(body)
+        fresh = self.documents_held.unknown(source.name, epoch, keys)
+        if fresh:
+            full = await documents_by_value(self.store, body, fresh)
+            if full is not None:  # else the renderer's refusal below says what is missing
+                body = full
+                self.documents_sent += len(fresh)
         self.receipts.expect(item.attempt, deck=deck)
         answer = await self.client.submit(source.url, source.secret, body, deck=deck)
         if isinstance(answer, Rejection) and answer.code == RenderErrorCode.DOCUMENT_UNKNOWN:
             answer = await self._submit_by_value(source, body, answer, deck=deck)
         if answer is not None and not isinstance(answer, Rejection):
+            self.documents_held.took(source.name, epoch, keys)
             self._watch(source.name, answer)
         if answer is None or not isinstance(answer, Rejection):
             return

@@ -8,11 +8,17 @@ reverse); the sweep keeps it while a render request's input names it
 (`render_document_keys_referenced`). A renderer that does not hold a key refuses the call with
 `RENDER_DOCUMENT_UNKNOWN` and its `missing` keys; `documents_by_value` then puts those
 documents back into the body for one more submission, and the renderer keeps them by key.
+
+`DocumentsHeld` remembers which keys each renderer took, so a document it was never sent goes by
+value in the first submission: a new page (every validation, every first render of a deck
+version) does not pay a refused call first.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
+from collections.abc import Iterable
 from typing import Any
 
 from deckyard.artifacts import ArtifactStore
@@ -72,3 +78,43 @@ async def documents_by_value(
     if "pages" in body:
         return {**body, "pages": [fill(page) for page in body["pages"]]}
     return fill(body)
+
+
+def document_keys(body: dict[str, Any]) -> list[str]:
+    """The document keys `body` (an attempt or a deck attempt) names, in order, once each."""
+    keys = (r.get("document_key") for r in body.get("pages", [body]))
+    return list(dict.fromkeys(k for k in keys if isinstance(k, str)))
+
+
+class DocumentsHeld:
+    """The document keys each renderer took (by value, or by key without a refusal), as far as
+    this process saw, for the renderer's current epoch; the newest `limit` per renderer.
+
+    A guess, never a promise: a renderer that dropped a key from its bounded cache, or took it
+    from another node, is corrected by its refusal or costs one document sent by value.
+    """
+
+    def __init__(self, limit: int = 1024) -> None:
+        self.limit = limit
+        self._held: dict[str, tuple[str, OrderedDict[str, None]]] = {}
+
+    def _keys(self, renderer: str, epoch: str) -> OrderedDict[str, None]:
+        known = self._held.get(renderer)
+        if known is None or known[0] != epoch:
+            known = (epoch, OrderedDict())
+            self._held[renderer] = known
+        return known[1]
+
+    def unknown(self, renderer: str, epoch: str, keys: Iterable[str]) -> list[str]:
+        """Those of `keys` the renderer was not seen to take in this epoch."""
+        held = self._keys(renderer, epoch)
+        return [k for k in keys if k not in held]
+
+    def took(self, renderer: str, epoch: str, keys: Iterable[str]) -> None:
+        """The renderer accepted a submission naming `keys`: it holds them now."""
+        held = self._keys(renderer, epoch)
+        for key in keys:
+            held[key] = None
+            held.move_to_end(key)
+        while len(held) > self.limit:
+            held.popitem(last=False)

@@ -54,8 +54,12 @@ class ControlErrorCode(StrEnum):
     NO_RENDERER = "RENDER_NO_RENDERER"
 
 
-WAKE_RENDER = "render"
-"""Bus channel that wakes the coordinator: a request arrived, was cancelled or was requeued."""
+WAKE_DISPATCH = "render.dispatch"
+"""Bus channel of the dispatch loop: a request became due (new, requeued) or a slot was freed."""
+WAKE_ATTEMPTS = "render.attempts"
+"""Bus channel of the recovery loop: an attempt took a slot under a lease (its expiry is due)."""
+WAKE_STOP = "render.stop"
+"""Bus channel of the receipt loop: a running request was cancelled and must be stopped."""
 WAKE_REQUESTS = "render.requests"
 """Bus channel woken whenever a render request changes state; `wait_for_terminal` listens."""
 RENDER_REQUEST_EVENT = "render_request"
@@ -116,17 +120,25 @@ class ScreenshotSpec(BaseModel):
             raise ValueError("excludes full_page")
         return selector
 
-    def render_input(self) -> dict[str, Any]:
-        """The renderer's `RenderInput` fields (without the per-attempt id and timeout)."""
+    def render_input(self, *, capture: bool = True) -> dict[str, Any]:
+        """The renderer's `RenderInput` fields (without the per-attempt id and timeout).
+
+        Without `capture` the renderer loads, settles and inspects the page but takes no
+        picture: a check whose picture nobody keeps (`POST /v1/validate`).
+        """
         data = self.model_dump(mode="json", exclude={"html", "files"})
         data["document"] = self.html
         if self.files is not None:
             data["files"] = self.files
+        if not capture:
+            data["capture"] = False
         return data
 
-    def input_hash(self) -> str:
+    def input_hash(self, *, capture: bool = True) -> str:
         """SHA-256 of the canonical render input: the same target and config hash the same."""
-        canonical = json.dumps(self.render_input(), sort_keys=True, separators=(",", ":"))
+        canonical = json.dumps(
+            self.render_input(capture=capture), sort_keys=True, separators=(",", ":")
+        )
         return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 

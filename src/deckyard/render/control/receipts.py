@@ -54,6 +54,7 @@ from deckyard.render.control.store import (
     attempt_release,
     attempts_active,
     lease_renew,
+    request_captures,
     request_finish,
     requests_running_overdue_or_cancelled,
     result_commit,
@@ -112,6 +113,10 @@ class ResultCommitter:
         the result became the request's."""
         info = receipt.artifact
         if info is None:
+            async with self.db.read_connection() as conn:
+                captures = await request_captures(conn, attempt.request_id)
+            if captures is False:
+                return await self._commit_check(attempt, receipt, source)
             await self._lose(attempt, "the renderer reported success without an artefact")
             return False
         if inline is not None and (
@@ -163,6 +168,32 @@ class ResultCommitter:
             raise
         self.stats.committed += 1
         log.info("request %d: result committed from %s", attempt.request_id, attempt.attempt_key)
+        return True
+
+    async def _commit_check(
+        self, attempt: RenderAttempt, receipt: Receipt, source: RendererSource
+    ) -> bool:
+        """Commit the result of a render that asked for no picture: its diagnostics."""
+        result: dict[str, Any] = {
+            "request_id": attempt.request_id,
+            "attempt_id": attempt.id,
+            "attempt_key": attempt.attempt_key,
+            "artifact_key": None,
+            "renderer": source.name,
+            "epoch": attempt.renderer_epoch,
+            "diagnostics": (
+                receipt.diagnostics.model_dump(mode="json") if receipt.diagnostics else None
+            ),
+        }
+        try:
+            async with self.db.write_transaction() as conn:
+                await result_commit(self.db, conn, attempt, result, None, self.clock.now())
+        except ResultRefused as exc:
+            self.stats.refused += 1
+            self.stats.refused_keys.append(attempt.attempt_key)
+            log.warning("attempt %s: result refused (%s)", attempt.attempt_key, exc)
+            return False
+        self.stats.committed += 1
         return True
 
     async def _lose(self, attempt: RenderAttempt, message: str) -> None:

@@ -75,16 +75,22 @@ async def open_direct(
     db: Database,
     runtime: Runtime,
     settings: Settings,
+    store: ArtifactStore,
     spec: ScreenshotSpec,
     *,
     workspace_id: str,
     deadline_at: datetime,
     now: datetime,
+    capture: bool = True,
 ) -> RenderRequest | None:
     """Insert a render request without a job, or None when no renderer is up (rule Q0).
 
-    Its document stays in the row by value: the request is forgotten once answered and a
-    validation stores nothing (a stored document would outlive it until the sweep's grace).
+    Its document is stored by its content key before the row, as for every render (`inputs.py`),
+    and stays until the artefact sweep, like any render document. In the row by value, every
+    state change of the request rewrote the whole ~780 KiB row (SQLite rewrites a row with its
+    overflow pages), and a validation's writes grew the WAL by megabytes: a checkpoint stalled
+    every few validations (p95 509 ms against 314 ms by key, `bench/validate_latency.py`).
+    Without `capture` the renderer takes no picture; the result carries the diagnostics only.
 
     One write transaction: the admission lock, the queue limits (screenshot jobs and these
     requests together; raises `RenderQueueFull`), the renderer check and the insert.
@@ -92,8 +98,8 @@ async def open_direct(
     new = NewRequest(
         kind=SCREENSHOT_KIND,
         workspace_id=workspace_id,
-        input=spec.render_input(),
-        input_hash=spec.input_hash(),
+        input=await documents_by_reference(store, spec.render_input(capture=capture)),
+        input_hash=spec.input_hash(capture=capture),
         max_attempts=settings.render_max_attempts,
         deadline_at=deadline_at,
     )

@@ -154,13 +154,14 @@ class RenderService:
         return await self.db.write(admit)
 
     async def screenshot_direct(
-        self, spec: ScreenshotSpec, *, workspace_id: str, timeout: float
+        self, spec: ScreenshotSpec, *, workspace_id: str, timeout: float, capture: bool = True
     ) -> RenderRequest | None:
         """Open a render request for `spec` without a job, or None when no renderer is up.
 
         For a render the caller waits for and then forgets (`POST /v1/validate`): no job to
         claim, finish and wake. Its deadline is `timeout` from now (at most the usual request
-        deadline). Raises `RenderQueueFull` like `screenshot`.
+        deadline). Without `capture` no picture is taken (the result is the diagnostics).
+        Raises `RenderQueueFull` like `screenshot`.
         """
         now = self.clock.now()
         seconds = min(timeout, self.settings.render_request_deadline_seconds)
@@ -168,10 +169,12 @@ class RenderService:
             self.db,
             self.runtime,
             self.settings,
+            self.store,
             spec,
             workspace_id=workspace_id,
             deadline_at=now + timedelta(seconds=seconds),
             now=now,
+            capture=capture,
         )
 
     async def cancel_request(self, request_id: int) -> None:

@@ -3,9 +3,11 @@
 Noun-first names (`request_*`, `attempt_*`, `lease_*`, `result_*`, `renderer_*`, `occupancy_*`).
 Apart from the deck pages (`store_pages`) and pruning (`store_retention`), nothing else in
 `render.control` touches these tables. Every state change is
-guarded in its WHERE clause and returns whether it applied; callers check. Request state changes
-wake `WAKE_REQUESTS` (waiters) and `WAKE_RENDER` (the coordinator) at commit, in process and, on
-PostgreSQL, through NOTIFY.
+guarded in its WHERE clause and returns whether it applied; callers check. A state change
+wakes at commit (in process and, on PostgreSQL, through NOTIFY) only the channels whose
+listeners have something new to do: `WAKE_REQUESTS` (waiters) when a request ends or is
+requeued, `WAKE_DISPATCH` when a request becomes due or a slot is freed, `WAKE_ATTEMPTS` when an
+attempt takes a slot under a lease, `WAKE_STOP` when a cancel must stop a running request.
 
 The renderers live in the table `render_workers` and an attempt's renderer in the columns
 `render_attempts.worker_id` / `worker_epoch`: names from before "worker" came to mean only the
@@ -39,8 +41,10 @@ from deckyard.db import Database
 from deckyard.jobs.status import ACTIVE, ACTIVE_PREDICATE
 from deckyard.render.control.models import (
     ACTIVE_ATTEMPT,
-    WAKE_RENDER,
+    WAKE_ATTEMPTS,
+    WAKE_DISPATCH,
     WAKE_REQUESTS,
+    WAKE_STOP,
     AttemptState,
     RenderAttempt,
     Renderer,
@@ -78,10 +82,20 @@ class NewRequest:
     parent_job_id: int | None = None
 
 
-def wake_on_commit(db: Database, conn: AsyncConnection) -> None:
-    """Wake waiters and the coordinator when this transaction commits."""
-    db.notify(conn, WAKE_REQUESTS)
-    db.notify(conn, WAKE_RENDER)
+ENDED = (WAKE_REQUESTS, WAKE_DISPATCH)
+"""What a request ending or being requeued wakes: its waiters, and the dispatch (a slot is free,
+or the request is due again)."""
+
+
+def wake_on_commit(db: Database, conn: AsyncConnection, channels: Sequence[str] = ENDED) -> None:
+    """Wake `channels` when this transaction commits.
+
+    Each loop of the coordinator listens to its own channel, so a state change wakes only the
+    loops with something new to do (a render state change used to wake all three, and their
+    reads queued before the one that mattered).
+    """
+    for channel in channels:
+        db.notify(conn, channel)
 
 
 async def request_insert(
@@ -114,7 +128,7 @@ async def request_insert(
     )
     inserted = (await conn.execute(stmt)).first()
     if inserted is not None:
-        wake_on_commit(db, conn)
+        wake_on_commit(db, conn, (WAKE_DISPATCH,))
         return RenderRequest.from_row(inserted), True
     existing = (
         await conn.execute(
@@ -159,6 +173,16 @@ async def request_state(conn: AsyncConnection, request_id: int) -> RenderRequest
     values = row._asdict()
     values["status"] = RequestStatus(values["status"])
     return RenderRequest(input=None, **values)
+
+
+async def request_captures(conn: AsyncConnection, request_id: int) -> bool | None:
+    """Whether a request asked for a picture (its input's `capture`, true unless set false);
+    None when there is no such request. Reads that one flag, not the document."""
+    flag = R.c.input["capture"].as_boolean()
+    row = (await conn.execute(select(R.c.id, flag).where(R.c.id == request_id))).first()
+    if row is None:
+        return None
+    return row[1] is not False
 
 
 async def requests_ended(
@@ -229,7 +253,7 @@ async def _cancel_matching(
     )
     touched = int(result.rowcount)
     if touched:
-        wake_on_commit(db, conn)
+        wake_on_commit(db, conn, (*ENDED, WAKE_STOP))
     return touched
 
 
@@ -500,7 +524,7 @@ async def request_admit(
             .returning(*ATTEMPT_COLUMNS)
         )
     ).one()
-    wake_on_commit(db, conn)
+    wake_on_commit(db, conn, (WAKE_ATTEMPTS,))
     return RenderAttempt.from_row(row)
 
 
@@ -699,7 +723,7 @@ async def attempt_release(
         )
     )
     if result.rowcount == 1:
-        wake_on_commit(db, conn)
+        wake_on_commit(db, conn, (WAKE_DISPATCH,))
         return True
     return False
 
@@ -752,7 +776,7 @@ async def result_commit(
     conn: AsyncConnection,
     attempt: RenderAttempt,
     result: dict[str, Any],
-    artifact_key: str,
+    artifact_key: str | None,
     now: datetime,
 ) -> None:
     """Commit a succeeded attempt's result with one compare-and-set, or raise `ResultRefused`.

@@ -434,7 +434,9 @@ class AttemptRegistry:
             await attempt.done.wait()
         return self.receipt(attempt_id)
 
-    async def _until_gone(self, work: Coroutine[Any, Any, bytes], handle: BrowserHandle) -> bytes:
+    async def _until_gone(
+        self, work: Coroutine[Any, Any, bytes | None], handle: BrowserHandle
+    ) -> bytes | None:
         task = asyncio.ensure_future(work)
         gone = asyncio.ensure_future(handle.gone.wait())
         try:

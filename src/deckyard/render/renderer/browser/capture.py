@@ -309,8 +309,11 @@ class CaptureSession:
         )
         await self._context.add_init_script(NO_PEER_NETWORK_SCRIPT)
 
-    async def capture(self) -> bytes:
-        """Navigate, wait as asked, inspect and capture; raise `RenderFailure` on content errors."""
+    async def capture(self) -> bytes | None:
+        """Navigate, wait as asked, inspect and capture; raise `RenderFailure` on content errors.
+
+        None for a render that asked for no picture (`capture` false): its diagnostics are all.
+        """
         started = time.monotonic()
         if self._tab is not None:
             page = self._tab.page
@@ -327,9 +330,11 @@ class CaptureSession:
             settle_start = time.monotonic()
             await self._settle(page)
             self.timings.settle_ms = _ms(settle_start)
-            capture_start = time.monotonic()
-            data = await self._shoot(page)
-            self.timings.capture_ms = _ms(capture_start)
+            data = None
+            if self._render.capture:
+                capture_start = time.monotonic()
+                data = await self._shoot(page)
+                self.timings.capture_ms = _ms(capture_start)
         except PlaywrightError:
             self._check_still_there(page)
             raise

@@ -15,9 +15,11 @@ from sqlalchemy import func, select
 from deckyard.decks.site.verify import verify_site_zip
 from deckyard.decks.source.limits import site_zip_limits
 from deckyard.jobs import Runtime
+from deckyard.render.control.inputs import DOCUMENT_PREFIX
 from deckyard.render.control.schema import render_requests
 from tests.helpers.api import make_token, running_app
 from tests.helpers.decks import counts, folder_zip
+from tests.helpers.eventually import eventually
 
 pytestmark = [pytest.mark.chromium, pytest.mark.processes]
 ZIP = {"content-type": "application/zip"}
@@ -64,6 +66,7 @@ async def test_renderer_up(db_url: str) -> None:
         assert any("boom from the page" in d["message"] for d in refused["diagnostics"])
         assert await counts(app) == before
         kept = (await render_request_count(app), len(await rt.list(limit=1000)))
+        stored = set(await app.state.render.store.keys())
         checked = await client.post(
             "/v1/validate", json={"kind": "html", "source": THROWS}, headers=alice
         )
@@ -73,8 +76,15 @@ async def test_renderer_up(db_url: str) -> None:
             "/v1/validate", json={"kind": "md", "source": "# Fine"}, headers=alice
         )
         assert fine.json()["valid"] is True and fine.json()["status"] == "passed"
-        # /v1/validate keeps nothing: no job, no render request (nor its attempts)
-        assert (await render_request_count(app), len(await rt.list(limit=1000))) == kept
+
+        # /v1/validate keeps nothing: no job, no render request (nor its attempts, deleted
+        # once it answered), no picture; only its pages, by content key, until the sweep
+        async def rows() -> bool:
+            return (await render_request_count(app), len(await rt.list(limit=1000))) == kept
+
+        await eventually(rows, what="the validations' render requests deleted")
+        new_objects = set(await app.state.render.store.keys()) - stored
+        assert all(k.startswith(DOCUMENT_PREFIX) for k in new_objects)
 
         # a passing edit writes version 2
         put = await client.put(

@@ -30,7 +30,7 @@ async def request(p: Plane, *, capture: bool) -> int:
                 kind="screenshot",
                 workspace_id="ws",
                 input=render_input,
-                input_hash=f"check-{capture}",
+                input_hash=f"check-{capture}-{p.clock.now().timestamp()}",
                 max_attempts=1,
                 deadline_at=now + timedelta(seconds=60),
             ),
@@ -99,3 +99,33 @@ async def test_success_without_an_artefact_for_a_picture_is_still_a_lost_result(
 async def test_a_missing_request_has_no_capture_flag(db: Database, tmp_path: Path) -> None:
     async with db.read_connection() as conn:
         assert await request_captures(conn, 987654) is None
+
+
+async def test_a_watched_attempt_just_posted_is_not_polled_until_it_is_older(
+    db: Database, tmp_path: Path
+) -> None:
+    renderer = FakeRenderer("http://r1")
+    p = make_plane(db, tmp_path, renderer)
+    poller = p.coordinator.receipts
+    try:
+        await request(p, capture=True)
+        await p.coordinator.probe_once()
+        await p.coordinator.dispatch_once()
+        poller.watched = lambda _name: True  # as if its change long-poll were open
+        poller.fresh_seconds = 1.0
+        renderer.calls.clear()
+        assert await poller.pass_once()
+        assert "GET /v1/attempts" not in renderer.calls
+        assert poller.stats.skipped == 1
+        p.clock.advance(1.5)
+        assert await poller.pass_once()
+        assert renderer.calls.count("GET /v1/attempts") == 1  # old enough: polled, renewed
+
+        poller.watched = lambda _name: False  # not watched: polled however new
+        await request(p, capture=False)
+        await p.coordinator.dispatch_once()
+        renderer.calls.clear()
+        assert await poller.pass_once()
+        assert renderer.calls.count("GET /v1/attempts") == 1
+    finally:
+        await p.coordinator.client.aclose()

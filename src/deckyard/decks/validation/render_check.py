@@ -112,10 +112,11 @@ class RenderGateway:
         """Check `spec` in a render request without a job and without a picture, wait, then
         delete the request.
 
-        Nobody keeps the PNG, so there is no job to claim, finish and wake: one insert, the
-        coordinator's usual admission, attempts, fenced result and deadline, one delete. A wait
-        that runs out or is cancelled (the client went away) cancels the request; its rows are
-        then left to pruning, as it may still be ending.
+        Nobody keeps the picture, so there is no job to claim, finish and wake: one insert, the
+        coordinator's usual admission, attempts, fenced result and deadline, one delete that the
+        answer does not wait for (`forget_later`). A wait that runs out or is cancelled (the
+        client went away) cancels the request; its rows are then left to pruning, as it may
+        still be ending.
         """
         unavailable = RenderOutcome(
             None,
@@ -142,7 +143,7 @@ class RenderGateway:
         except asyncio.CancelledError:
             await asyncio.shield(self.render.cancel_request(request.id))
             raise
-        await self.render.forget_request(done)
+        self.render.forget_later(done)
         if done.status is RequestStatus.SUCCEEDED and isinstance(done.result, dict):
             return RenderOutcome(None, request_result=done.result)
         code = done.error_code or RenderErrorCode.RESULT_LOST.value

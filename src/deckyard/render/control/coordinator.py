@@ -338,6 +338,8 @@ class Coordinator:
         self.recovery_loop = woken("render.recovery", self.recover_once, WAKE_ATTEMPTS)
         self._unwatchable: set[str] = set()
         """Renderers whose last change long-poll failed: timed receipt passes at full pace."""
+        self.receipts.watched = self._is_watched
+        self.receipts.fresh_seconds = watched
 
     @property
     def loops(self) -> list[Loop]:
@@ -505,6 +507,7 @@ class Coordinator:
                 "timeout_seconds": item.attempt.timeout_seconds,
             }
         deck = item.pages is not None
+        capture = item.request.input.get("capture", True) is not False
         epoch = item.renderer.epoch or ""
         keys = document_keys(body)
         fresh = self.documents_held.unknown(source.name, epoch, keys)
@@ -513,7 +516,7 @@ class Coordinator:
             if full is not None:  # else the renderer's refusal below says what is missing
                 body = full
                 self.documents_sent += len(fresh)
-        self.receipts.expect(item.attempt, deck=deck)
+        self.receipts.expect(item.attempt, deck=deck, capture=capture)
         answer = await self.client.submit(source.url, source.secret, body, deck=deck)
         if isinstance(answer, Rejection) and answer.code == RenderErrorCode.DOCUMENT_UNKNOWN:
             answer = await self._submit_by_value(source, body, answer, deck=deck)
@@ -595,6 +598,11 @@ class Coordinator:
             return ACTIVE
         return Tick(active=True, due_in=self.settings.render_receipt_poll_seconds)
 
+    def _is_watched(self, name: str) -> bool:
+        """Whether a change long-poll to renderer `name` is open and has not failed."""
+        task = self._watchers.get(name)
+        return name not in self._unwatchable and task is not None and not task.done()
+
     def _all_watched(self) -> bool:
         """Whether a change long-poll is open to every renderer this process knows.
 
@@ -603,13 +611,7 @@ class Coordinator:
         keeps its full pace, as before there were long-polls.
         """
         sources = self.sources.all()
-        if not sources:
-            return False
-        for source in sources:
-            task = self._watchers.get(source.name)
-            if source.name in self._unwatchable or task is None or task.done():
-                return False
-        return True
+        return bool(sources) and all(self._is_watched(source.name) for source in sources)
 
     async def recover_once(self) -> Tick:
         """Release slots whose lease expired; otherwise report when the next one will."""

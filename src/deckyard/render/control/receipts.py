@@ -24,6 +24,7 @@ import hashlib
 import logging
 import uuid
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -108,13 +109,16 @@ class ResultCommitter:
         receipt: Receipt,
         source: RendererSource,
         inline: bytes | None = None,
+        captures: bool | None = None,
     ) -> bool:
         """Download (unless `inline` brought the bytes), verify, store and commit; True when
-        the result became the request's."""
+        the result became the request's. `captures`: whether the request asked for a picture,
+        when the caller knows (else a success without an artefact reads it from the row)."""
         info = receipt.artifact
         if info is None:
-            async with self.db.read_connection() as conn:
-                captures = await request_captures(conn, attempt.request_id)
+            if captures is None:
+                async with self.db.read_connection() as conn:
+                    captures = await request_captures(conn, attempt.request_id)
             if captures is False:
                 return await self._commit_check(attempt, receipt, source)
             await self._lose(attempt, "the renderer reported success without an artefact")
@@ -222,6 +226,8 @@ class ReceiptStats:
     unreachable: int = 0
     epoch_reconciled: int = 0
     unknown_reconciled: int = 0
+    skipped: int = 0
+    """Renderer polls left out: every attempt on it was just posted and is watched."""
     from_changes: int = 0
     """Results taken straight from a change answer (no pass); `inline`: with their bytes."""
     inline: int = 0
@@ -271,10 +277,16 @@ class ReceiptPoller:
         self._syncing: dict[str, asyncio.Task[None]] = {}
         self._decided: dict[str, set[int]] = {}
         """Per live deck attempt, the pages already committed, refused or left to the next."""
-        self._expected: dict[str, RenderAttempt] = {}
-        """Single attempts this process posted, by key, until a result of theirs was fetched
-        (the last `EXPECTED_KEPT`): a change answer that carries their receipt is committed
-        from without a pass, and one that comes late meets the result CAS like any other."""
+        self._expected: dict[str, tuple[RenderAttempt, bool]] = {}
+        """Single attempts this process posted, by key, with whether they asked for a picture,
+        until a result of theirs was fetched (the last `EXPECTED_KEPT`): a change answer that
+        carries their receipt is committed from without a pass, and one that comes late meets
+        the result CAS like any other."""
+        self.watched: Callable[[str], bool] = lambda _name: False
+        """Whether a change long-poll to renderer `name` is open (set by the coordinator)."""
+        self.fresh_seconds = 0.0
+        """How long an attempt this process posted to a watched renderer goes without a poll:
+        its lease is new, and the change long-poll reports its end."""
         self._resync: dict[str, tuple[RenderAttempt, Receipt, RendererSource]] = {}
         """Per deck attempt, the most complete receipt that came while its sync ran."""
         self._stopping = False
@@ -316,9 +328,25 @@ class ReceiptPoller:
             del self._decided[gone]
         for attempts in by_renderer.values():
             source = self._source(attempts[0])
-            if source is not None:
-                await self._poll_renderer(source, attempts)
+            if source is None:
+                continue
+            if self.watched(source.name):
+                attempts = [a for a in attempts if not self._just_posted(a, now)]
+                if not attempts:
+                    self.stats.skipped += 1
+                    continue
+            await self._poll_renderer(source, attempts)
         return True
+
+    def _just_posted(self, attempt: RenderAttempt, now: datetime) -> bool:
+        """An attempt this process posted moments ago, without a receipt yet: a poll would ask
+        the renderer, busy starting it, what its answer to the post already said."""
+        key = attempt.attempt_key
+        if attempt.last_receipt_at is not None:
+            return False
+        if key not in self._expected and key not in self._decks_posted:
+            return False
+        return (now - attempt.created_at).total_seconds() < self.fresh_seconds
 
     async def _stop(
         self, requests: list[RenderRequest], attempts: list[RenderAttempt], now: datetime
@@ -476,12 +504,13 @@ class ReceiptPoller:
                     now=now,
                 )
 
-    def expect(self, attempt: RenderAttempt, *, deck: bool = False) -> None:
-        """Note an attempt just posted, so `take_ended` can commit from a change answer."""
+    def expect(self, attempt: RenderAttempt, *, deck: bool = False, capture: bool = True) -> None:
+        """Note an attempt just posted, so `take_ended` can commit from a change answer (and
+        knows without a read whether it asked for a picture)."""
         if deck:
             self._decks_posted[attempt.attempt_key] = (attempt, self.clock.monotonic())
             return
-        self._expected[attempt.attempt_key] = attempt
+        self._expected[attempt.attempt_key] = (attempt, capture)
         while len(self._expected) > EXPECTED_KEPT:
             del self._expected[next(iter(self._expected))]
 
@@ -501,7 +530,8 @@ class ReceiptPoller:
             if receipt.pages is not None:
                 taken = self._take_deck_pages(source, receipt) and taken
                 continue
-            attempt = self._expected.get(receipt.attempt_id)
+            expected = self._expected.get(receipt.attempt_id)
+            attempt = expected[0] if expected is not None else None
             if (
                 attempt is None
                 or receipt.status is not AttemptStatus.SUCCEEDED
@@ -546,8 +576,10 @@ class ReceiptPoller:
         running = self._fetching.get(key)
         if key in self._fetched_keys or (running is not None and not running.done()):
             return
+        expected = self._expected.get(key)
+        captures = expected[1] if expected is not None else None
         task = asyncio.create_task(
-            self.committer.fetch_and_commit(attempt, receipt, source, inline),
+            self.committer.fetch_and_commit(attempt, receipt, source, inline, captures),
             name=f"render-result:{attempt.attempt_key}",
         )
         self._fetching[key] = task

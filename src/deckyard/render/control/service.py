@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from datetime import timedelta
 from typing import Any
@@ -91,6 +92,7 @@ class RenderService:
         )(self.handler)
         runtime.on_cancel(self.handler.cancel_hook)
         self.started = False
+        self._forgetting: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
         """Start the supervised renderers (waiting until they listen) and the coordinator."""
@@ -105,9 +107,11 @@ class RenderService:
         )
 
     async def stop(self) -> None:
-        """Stop the coordinator, then the supervised renderers and their process groups."""
+        """Finish the deletes `forget_later` began, stop the coordinator, then the supervised
+        renderers and their process groups."""
         if not self.started:
             return
+        await asyncio.gather(*self._forgetting, return_exceptions=True)
         await self.coordinator.stop()
         if self.supervisor is not None:
             await self.supervisor.stop()
@@ -189,6 +193,19 @@ class RenderService:
         if request.artifact_key is not None:
             await self.store.delete(request.artifact_key)
         await request_forget(self.db, request.id)
+
+    def forget_later(self, request: RenderRequest) -> None:
+        """`forget_request` in the background, so the caller answers first (a validation's
+        answer does not wait for the delete); `stop` waits for it. A process that dies first
+        leaves the rows to retention, as a validation whose wait ran out does."""
+        task = asyncio.create_task(self.forget_request(request), name=f"forget:{request.id}")
+        self._forgetting.add(task)
+        task.add_done_callback(self._forgotten)
+
+    def _forgotten(self, task: asyncio.Task[None]) -> None:
+        self._forgetting.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("deleting a finished render request failed", exc_info=task.exception())
 
     async def request_for_job(self, job_id: int) -> RenderRequest | None:
         """The newest render request opened by a job, if any."""

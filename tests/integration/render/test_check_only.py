@@ -11,7 +11,9 @@ from datetime import timedelta
 from pathlib import Path
 
 from deckyard.db import Database
+from deckyard.render.control.inputs import document_object_key, documents_by_reference
 from deckyard.render.control.models import RequestStatus
+from deckyard.render.control.screenshots import documents_forget
 from deckyard.render.control.store import NewRequest, request_captures, request_insert
 from tests.integration.render.fake_renderer import FakeRenderer
 from tests.integration.render.test_control import Plane, make_plane
@@ -127,5 +129,36 @@ async def test_a_watched_attempt_just_posted_is_not_polled_until_it_is_older(
         renderer.calls.clear()
         assert await poller.pass_once()
         assert renderer.calls.count("GET /v1/attempts") == 1
+    finally:
+        await p.coordinator.client.aclose()
+
+
+async def test_a_finished_check_forgets_its_document_unless_another_request_names_it(
+    db: Database, tmp_path: Path
+) -> None:
+    p = make_plane(db, tmp_path, FakeRenderer("http://r1"))
+    try:
+        shared = await documents_by_reference(p.store, {"document": "<p>shared</p>"})
+        alone = await documents_by_reference(p.store, {"document": "<p>alone</p>"})
+        now = p.clock.now()
+        async with db.write_transaction() as conn:
+            await request_insert(
+                db,
+                conn,
+                NewRequest(
+                    kind="screenshot",
+                    workspace_id="ws",
+                    input={**shared, "width": 100, "height": 50},
+                    input_hash="shared",
+                    max_attempts=1,
+                    deadline_at=now + timedelta(seconds=60),
+                ),
+                now,
+            )
+        keys = [shared["document_key"], alone["document_key"]]
+        deleted = await documents_forget(db, p.store, keys)
+        assert deleted == [document_object_key(alone["document_key"])]
+        assert await p.store.keys() == [document_object_key(shared["document_key"])]
+        assert await documents_forget(db, p.store, []) == []
     finally:
         await p.coordinator.client.aclose()

@@ -17,6 +17,7 @@ from deckyard.decks.validation.rules import (
     render_outcome_from_error,
 )
 from deckyard.jobs import Job, JobStatus, Runtime, slot_released
+from deckyard.render.control.inputs import document_keys
 from deckyard.render.control.models import RendererState, RequestStatus, ScreenshotSpec
 from deckyard.render.control.service import RenderQueueFull, RenderService
 from deckyard.render.protocol import RenderErrorCode
@@ -143,7 +144,7 @@ class RenderGateway:
         except asyncio.CancelledError:
             await asyncio.shield(self.render.cancel_request(request.id))
             raise
-        self.render.forget_later(done)
+        self.render.forget_later(done, document_keys(request.input))
         if done.status is RequestStatus.SUCCEEDED and isinstance(done.result, dict):
             return RenderOutcome(None, request_result=done.result)
         code = done.error_code or RenderErrorCode.RESULT_LOST.value

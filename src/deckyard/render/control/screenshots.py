@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -37,7 +38,7 @@ from deckyard.config import Settings
 from deckyard.db import Database, SharedWaiters
 from deckyard.jobs import JobContext, JobError, JobErrorCode, JobStatus, Runtime
 from deckyard.render.control.coordinator import queue_check
-from deckyard.render.control.inputs import documents_by_reference
+from deckyard.render.control.inputs import document_object_key, documents_by_reference
 from deckyard.render.control.models import (
     RENDER_REQUEST_EVENT,
     WAKE_REQUESTS,
@@ -58,7 +59,10 @@ from deckyard.render.control.store import (
     requests_ended,
 )
 from deckyard.render.control.store_pages import pages_queued
-from deckyard.render.control.store_retention import render_requests_prune
+from deckyard.render.control.store_retention import (
+    render_document_keys_referenced,
+    render_requests_prune,
+)
 from deckyard.render.protocol import error_kind
 
 log = logging.getLogger(__name__)
@@ -86,7 +90,8 @@ async def open_direct(
     """Insert a render request without a job, or None when no renderer is up (rule Q0).
 
     Its document is stored by its content key before the row, as for every render (`inputs.py`),
-    and stays until the artefact sweep, like any render document. In the row by value, every
+    deleted with the row once answered (`documents_forget`), unless another request names it.
+    In the row by value, every
     state change of the request rewrote the whole ~780 KiB row (SQLite rewrites a row with its
     overflow pages), and a validation's writes grew the WAL by megabytes: a checkpoint stalled
     every few validations (p95 509 ms against 314 ms by key, `bench/validate_latency.py`).
@@ -121,6 +126,17 @@ async def open_direct(
 async def request_forget(db: Database, request_id: int) -> None:
     """Delete a finished request opened without a job, with its attempts (no-op while active)."""
     await db.write(lambda conn: render_requests_prune(conn, [request_id]))
+
+
+async def documents_forget(db: Database, store: ArtifactStore, keys: Sequence[str]) -> list[str]:
+    """Delete the documents of content `keys` (`inputs.py`) that no render request names; the
+    object keys deleted. For a finished request's inputs that nobody keeps (a validation's)."""
+    if not keys:
+        return []
+    objects = [document_object_key(key) for key in keys]
+    async with db.read_connection() as conn:
+        named = await render_document_keys_referenced(conn, objects)
+    return [key for key in objects if key not in named and await store.delete(key)]
 
 
 def request_waiters(db: Database, recheck_seconds: float) -> SharedWaiters[RenderRequest]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -23,6 +24,7 @@ from deckyard.render.control.screenshots import (
     RENDER_QUEUE,
     SCREENSHOT_KIND,
     ScreenshotHandler,
+    documents_forget,
     open_direct,
     request_forget,
     wait_for_terminal,
@@ -186,19 +188,31 @@ class RenderService:
         async with self.db.write_transaction() as conn:
             await request_cancel(self.db, conn, request_id, self.clock.now())
 
-    async def forget_request(self, request: RenderRequest) -> None:
-        """Delete a finished request opened by `screenshot_direct`: artefact, attempts, row."""
+    async def forget_request(self, request: RenderRequest, documents: Sequence[str] = ()) -> None:
+        """Delete a finished request opened by `screenshot_direct`: artefact, attempts, row,
+        and those of its `documents` (content keys, `inputs.py`) no other request names.
+
+        A validation's page is an input nobody keeps: left to the artefact sweep, every
+        `POST /v1/validate` would hold its document in the store for hours. One left to the
+        sweep instead: a document another request stored but has not yet committed its row
+        for (milliseconds), which that request then sends by value from the renderer's cache
+        or, should the renderer restart in between, fails as a lost input (retried, refused).
+        """
         if not request.is_terminal:
             return
         if request.artifact_key is not None:
             await self.store.delete(request.artifact_key)
         await request_forget(self.db, request.id)
+        await documents_forget(self.db, self.store, documents)
 
-    def forget_later(self, request: RenderRequest) -> None:
+    def forget_later(self, request: RenderRequest, documents: Sequence[str] = ()) -> None:
         """`forget_request` in the background, so the caller answers first (a validation's
         answer does not wait for the delete); `stop` waits for it. A process that dies first
-        leaves the rows to retention, as a validation whose wait ran out does."""
-        task = asyncio.create_task(self.forget_request(request), name=f"forget:{request.id}")
+        leaves the rows to retention and the documents to the sweep, as a validation whose
+        wait ran out does."""
+        task = asyncio.create_task(
+            self.forget_request(request, documents), name=f"forget:{request.id}"
+        )
         self._forgetting.add(task)
         task.add_done_callback(self._forgotten)
 

@@ -173,11 +173,16 @@ def main() -> None:
 
 def serve_keeping_rows() -> None:
     """`deckyard ...` with `RenderService.forget_request` deleting only the artefact (`--hops`)."""
+    from collections.abc import Sequence
+
     from deckyard.cli import main as cli_main
     from deckyard.render.control.models import RenderRequest
     from deckyard.render.control.service import RenderService
 
-    async def forget_artifact_only(self: RenderService, request: RenderRequest) -> None:
+    async def forget_artifact_only(
+        self: RenderService, request: RenderRequest, documents: Sequence[str] = ()
+    ) -> None:
+        del documents  # the document objects stay too; the server's data dir is temporary
         if request.artifact_key is not None:
             await self.store.delete(request.artifact_key)
 

@@ -84,9 +84,12 @@ def runtime_of(request: Request) -> Runtime:
     return rt
 
 
-async def owned_job(request: Request, principal: Principal, job_id: int) -> Job:
-    """The job if it belongs to the caller's workspace; 404 otherwise (never 403)."""
-    job = await runtime_of(request).get(job_id)
+async def owned_job(
+    request: Request, principal: Principal, job_id: int, *, payload: bool = True
+) -> Job:
+    """The job if it belongs to the caller's workspace; 404 otherwise (never 403). Without
+    `payload`, for a caller that answers with something else, the payload is not read."""
+    job = await runtime_of(request).get(job_id, payload=payload)
     if job is None or job.workspace_id != principal.workspace_id:
         raise ApiError(404, "NOT_FOUND", f"no job {job_id}")
     return job
@@ -94,7 +97,7 @@ async def owned_job(request: Request, principal: Principal, job_id: int) -> Job:
 
 async def job_of_caller(request: Request, principal: Caller, job_id: RowId) -> Job:
     """Dependency form of `owned_job`, resolved before a streaming response starts."""
-    return await owned_job(request, principal, job_id)
+    return await owned_job(request, principal, job_id, payload=False)
 
 
 @router.get("", response_model=JobList)
@@ -131,14 +134,14 @@ async def get_job(request: Request, principal: Caller, job_id: RowId) -> JobOut:
 @router.post("/{job_id:int}/cancel", response_model=JobOut)
 async def cancel_job(request: Request, principal: Caller, job_id: RowId) -> JobOut:
     """Cancel a job and its active children; a finished job is returned unchanged."""
-    await owned_job(request, principal, job_id)
+    await owned_job(request, principal, job_id, payload=False)
     return JobOut.of(await runtime_of(request).cancel(job_id))
 
 
 @router.post("/{job_id:int}/retry", response_model=JobOut)
 async def retry_job(request: Request, principal: Caller, job_id: RowId) -> JobOut:
     """Run a failed or cancelled job again."""
-    await owned_job(request, principal, job_id)
+    await owned_job(request, principal, job_id, payload=False)
     try:
         return JobOut.of(await runtime_of(request).retry(job_id))
     except JobStateError as exc:

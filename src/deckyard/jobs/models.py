@@ -41,9 +41,10 @@ class Job:
     actor_token_id: int | None = None
 
     @classmethod
-    def from_row(cls, row: Row[Any]) -> Job:
-        """Build from a row selected with `jobs.schema.JOB_COLUMNS`."""
-        values = row._asdict()
+    def from_row(cls, row: Row[Any], **missing: Any) -> Job:
+        """Build from a row selected with `jobs.schema.JOB_COLUMNS`; `missing` gives the
+        columns the select left out (`payload=None`)."""
+        values = {**row._asdict(), **missing}
         values["status"] = JobStatus(values["status"])
         return cls(**values)
 

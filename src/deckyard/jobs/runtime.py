@@ -376,10 +376,10 @@ class Runtime:
         """
         return await job_cancel_flag(conn, job_id, lock=lock)
 
-    async def get(self, job_id: int) -> Job | None:
-        """One job, or None."""
+    async def get(self, job_id: int, *, payload: bool = True) -> Job | None:
+        """One job, or None; without `payload` the payload is not read (it is None)."""
         async with self.db.read_connection() as conn:
-            return await job_get(conn, job_id)
+            return await job_get(conn, job_id, payload=payload)
 
     async def list(self, **filters: Any) -> list[Job]:
         """Jobs matching `queue`, `status`, `kind`, `workspace_id`, `parent_id`, newest first."""

@@ -295,10 +295,19 @@ async def jobs_enqueue(
     return [job for job in out if job is not None]
 
 
-async def job_get(conn: AsyncConnection, job_id: int) -> Job | None:
-    """One job by id."""
-    row = (await conn.execute(select(*JOB_COLUMNS).where(jobs.c.id == job_id))).first()
-    return Job.from_row(row) if row is not None else None
+_JOB_COLUMNS_BUT_PAYLOAD = tuple(c for c in JOB_COLUMNS if c.name != "payload")
+
+
+async def job_get(conn: AsyncConnection, job_id: int, *, payload: bool = True) -> Job | None:
+    """One job by id; without `payload` its payload is not read (None), for callers that
+    need its owner, state or result (a screenshot's payload holds its ~780 KiB page)."""
+    if payload:
+        row = (await conn.execute(select(*JOB_COLUMNS).where(jobs.c.id == job_id))).first()
+        return Job.from_row(row) if row is not None else None
+    found = (
+        await conn.execute(select(*_JOB_COLUMNS_BUT_PAYLOAD).where(jobs.c.id == job_id))
+    ).first()
+    return Job.from_row(found, payload=None) if found is not None else None
 
 
 async def jobs_status(conn: AsyncConnection, job_ids: Sequence[int]) -> dict[int, str]:

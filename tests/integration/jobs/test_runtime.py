@@ -50,6 +50,18 @@ async def test_enqueue_run_result_and_events(db: Database) -> None:
     assert rt.metrics.completions["succeeded"] == 1
 
 
+async def test_get_without_payload_reads_the_rest(db: Database) -> None:
+    rt = make_runtime(db)
+    async with rt:
+        job = await rt.enqueue("k", {"html": "x" * 1000}, queue="q", workspace_id="ws")
+        full = await rt.get(job.id)
+        light = await rt.get(job.id, payload=False)
+        assert await rt.get(job.id + 1000, payload=False) is None
+    assert full is not None and full.payload == {"html": "x" * 1000}
+    assert light is not None and light.payload is None
+    assert {**light.to_dict(), "payload": full.payload} == full.to_dict()
+
+
 async def test_dedupe_under_concurrent_enqueues(db: Database) -> None:
     rt = make_runtime(db)
     async with rt:

@@ -236,6 +236,12 @@ class Settings(BaseSettings):
         description="Document renders one browser context serves (reset and verified between "
         "them) before it is replaced by a never-used one; 1 gives every render a fresh context.",
     )
+    renderer_tab_keep_for_tenant: bool = Field(
+        True,
+        description="A document render that runs no script and brings no files leaves its tab "
+        "to the next render of the same workspace without a reset (no navigation between "
+        "them); false resets after every render.",
+    )
     renderer_spare_tabs: int = Field(
         1, ge=0, le=64, description="Document contexts kept warm beyond one per slot."
     )

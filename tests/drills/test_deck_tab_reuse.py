@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from deckyard.render.renderer.registry import runs_script
+from deckyard.render.renderer.browser.tabs import runs_script
 from tests.drills.conftest import start_renderer, stop_renderer
 from tests.drills.support import DrillSite, RendererProcess, decode_png, pixel
 from tests.drills.test_render_output import READER, WRITER, renderer_processes
@@ -95,6 +95,9 @@ def test_a_page_that_ran_script_leaves_nothing_for_the_next_page(
         ('<iframe srcdoc="&lt;script&gt;"></iframe>', True),
         ('<a href="javascript:1">x</a>', True),
         ("<object data=x></object>", True),
+        ('<meta http-equiv="refresh" content="0;url=x">', True),
+        ("<META HTTP-EQUIV=Refresh content=1>", True),
+        ('<meta http-equiv="content-type" content="text/html">', False),
     ],
 )
 def test_runs_script_is_conservative(document: str, scripted: bool) -> None:

@@ -130,6 +130,15 @@ class RenderInput(BaseModel):
         "`format` is not used.",
     )
 
+    tenant: str | None = Field(
+        None,
+        max_length=200,
+        description="Who the render is for (the control plane sends the workspace). A document "
+        "render that runs no script and brings no files leaves its tab to the next render "
+        "of the same tenant without the reset between them; a render of another tenant, or "
+        "without one, gets a reset tab as always.",
+    )
+
     @model_validator(mode="after")
     def _one_source(self) -> RenderInput:
         given = [self.document, self.document_key, self.url]

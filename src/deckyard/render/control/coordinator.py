@@ -505,6 +505,7 @@ class Coordinator:
                 **item.request.input,
                 "attempt_id": item.attempt.attempt_key,
                 "timeout_seconds": item.attempt.timeout_seconds,
+                "tenant": item.request.workspace_id,
             }
         deck = item.pages is not None
         capture = item.request.input.get("capture", True) is not False

@@ -342,7 +342,8 @@ def create_app(runtime: RendererRuntime) -> FastAPI:
 
     @app.get("/healthz")
     async def healthz() -> dict[str, Any]:
-        return {"status": "ok", "epoch": runtime.epoch}
+        tabs = {"resets": runtime.tabs.resets, "kept": runtime.tabs.kept}
+        return {"status": "ok", "epoch": runtime.epoch, "tabs": tabs}
 
     @app.get("/v1/capabilities")
     async def capabilities(_body: Signed) -> dict[str, Any]:

@@ -22,7 +22,6 @@ import contextlib
 import hashlib
 import logging
 import os
-import re
 import secrets
 import shutil
 import time
@@ -150,14 +149,18 @@ class PageState:
         )
 
 
-_SCRIPTED = re.compile(
-    r"<\s*(?:script|iframe|frame|object|embed)\b|\bon[a-z]+\s*=|javascript:", re.IGNORECASE
-)
+def leaves_tab_to(render: RenderInput, tab: DocumentTab, settings: Settings) -> str | None:
+    """The tenant a successful single render may leave its tab to without a reset, or None.
 
-
-def runs_script(document: str) -> bool:
-    """Whether a document may run script (conservatively: a false yes only costs a reset)."""
-    return _SCRIPTED.search(document) is not None
+    Only a document that runs no script (nothing can have left timers, globals, storage,
+    cookies, popups or history behind; the next `set_content` replaces the whole document)
+    and brings no `files` (a later render's file at the same path could be answered from
+    the document's list of available images); the next render of the same tenant then
+    skips the navigation and the clears, which cost as much Chromium time as the render.
+    """
+    if not settings.renderer_tab_keep_for_tenant or not render.tenant or render.files:
+        return None
+    return None if tab.scripted else render.tenant
 
 
 @dataclass
@@ -180,7 +183,7 @@ class DeckTab:
 
     def keep(self, tab: DocumentTab, render: RenderInput) -> bool:
         """Keep `tab` for the next page if `render` left it clean; see the class docstring."""
-        if tab.uses >= self.reuse_limit or runs_script(render.document or ""):
+        if tab.uses >= self.reuse_limit or tab.scripted:
             return False
         self.tab = tab
         return True
@@ -561,7 +564,10 @@ class AttemptRegistry:
         encode_ms = round((time.monotonic() - encode_start) * 1000, 1)
         if carry is not None and tab is not None and code is None and carry.keep(tab, render):
             tab = None
-        await self._cleanup(session, tab, handle, workdir, reusable=code is None)
+        keep_for = None
+        if carry is None and tab is not None and code is None:
+            keep_for = leaves_tab_to(render, tab, settings)
+        await self._cleanup(session, tab, handle, workdir, reusable=code is None, keep_for=keep_for)
         timings = session.timings if session is not None else None
         if timings is not None:
             timings.encode_ms = encode_ms
@@ -592,12 +598,13 @@ class AttemptRegistry:
         workdir: Path,
         *,
         reusable: bool,
+        keep_for: str | None = None,
     ) -> None:
         try:
             if session is not None:
                 await session.close()
             if tab is not None and reusable:
-                self._tabs.give_back(tab)
+                self._tabs.give_back(tab, keep_for)
             elif tab is not None:
                 await self._tabs.discard(tab)
         except CleanupTimeoutError:

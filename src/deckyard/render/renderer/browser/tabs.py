@@ -9,6 +9,10 @@ above, and then checks with a probe in the page that the tab looks exactly as it
 opened; only then is the tab reused. Every request except the document navigation itself is aborted
 and reported, and the context's egress proxy refuses everything as a second wall.
 
+One tenant's inert renders skip the reset: a render that names its tenant, runs no script
+(`runs_script`) and brings no files gives its tab back kept for that tenant (`TabPool.give_back`),
+and that tenant's next render writes over it; `take` resets a kept tab before anyone else gets it.
+
 Leak: renders that share a tab share a Chromium renderer process. A page that exploited a renderer
 bug could observe later renders in the same tab, at most `renderer_tab_reuse_limit` of them; set it
 to 1 for a never-used context (and process) per render.
@@ -107,6 +111,20 @@ _IMG_SRC = re.compile(
     + r"\2"
 )
 _FONT_TYPES = ("font/", "application/font-", "application/x-font-", "application/vnd.ms-fontobject")
+
+
+_SCRIPTED = re.compile(
+    r"<\s*(?:script|iframe|frame|object|embed)\b|\bon[a-z]+\s*=|javascript:"
+    r"|http-equiv\s*=\s*[\"']?\s*refresh",
+    re.IGNORECASE,
+)
+
+
+def runs_script(document: str) -> bool:
+    """Whether a document may run script or navigate itself (a `<meta http-equiv=refresh>`);
+    conservatively: a false yes only costs a reset. Asked of the document with its large
+    `data:` files taken out (`DocumentTab.load`): scanning ~780 KiB of base64 took ~25 ms."""
+    return _SCRIPTED.search(document) is not None
 
 
 @dataclass
@@ -212,6 +230,11 @@ class DocumentTab:
         self.handle = handle
         self.scale = scale
         self.uses = 0
+        self.scripted = True
+        """Whether the document of the current or last render may run script (`runs_script`);
+        true until a document is loaded."""
+        self.kept_for: str | None = None
+        """The tenant whose render left this tab without a reset (`TabPool.give_back`)."""
         self._settings = settings
         self._collector: DiagnosticsCollector | None = None
         self._document = ""
@@ -263,6 +286,7 @@ class DocumentTab:
     def bind(self, collector: DiagnosticsCollector) -> None:
         """Start a render: blocked requests and page events go to `collector`."""
         self.uses += 1
+        self.scripted = True
         self._collector = collector
 
     def unbind(self) -> None:
@@ -295,6 +319,7 @@ class DocumentTab:
         )
         self._document = extracted.document
         self._inline = extracted.files
+        self.scripted = runs_script(extracted.document)
         if self._collector is not None:
             self._collector.aliases.update(extracted.shown_as)
         self._files = {
@@ -419,20 +444,38 @@ class TabPool:
         self._background: set[asyncio.Task[None]] = set()
         self._warm_shape = (1.0, DEFAULT_WIDTH, DEFAULT_HEIGHT)
         self._stopping = False
+        self.resets = 0
+        """Resets begun, in the background or before a render (for tests and benchmarks)."""
+        self.kept = 0
+        """Tabs given back for their tenant's next render without a reset."""
 
     def start(self) -> None:
         """Open the first tabs in the background."""
         self._replenish()
 
     async def take(self, handle: BrowserHandle, render: RenderInput) -> DocumentTab:
-        """A ready tab on `handle` at the render's scale; waits for one or opens one."""
+        """A ready tab on `handle` at the render's scale; waits for one or opens one.
+
+        First a tab the render's own tenant left without a reset, then a reset one; a tab left
+        for another tenant is reset here, before this render sees it.
+        """
         self._warm_shape = (render.scale, render.width, render.height)
         while True:
             self._drop_stale(handle)
-            for tab in self._ready:
-                if tab.scale == render.scale:
-                    self._ready.remove(tab)
+            fits = [tab for tab in self._ready if tab.scale == render.scale]
+            mine = [t for t in fits if t.kept_for is not None and t.kept_for == render.tenant]
+            clean = [t for t in fits if t.kept_for is None]
+            for tab in mine or clean:
+                self._ready.remove(tab)
+                return tab
+            if fits:
+                tab = fits[0]
+                self._ready.remove(tab)
+                if await self._reset_clean(tab):
                     return tab
+                self._retire(tab)
+                self._replenish()
+                continue
             if len(self._alive) >= self._limit and self._ready:
                 self._retire(self._ready.pop(0))
             if len(self._alive) < self._limit:
@@ -440,12 +483,21 @@ class TabPool:
             self._changed.clear()
             await self._changed.wait()
 
-    def give_back(self, tab: DocumentTab) -> None:
-        """After a successful render: reset the tab in the background, or replace it if spent."""
+    def give_back(self, tab: DocumentTab, keep_for: str | None = None) -> None:
+        """After a successful render: reset the tab in the background, or replace it if spent.
+
+        With `keep_for` (the render ran no script and brought no files, `registry.py`) the tab
+        is ready at once for that tenant's next render, which writes its document over this
+        one without the reset; `take` resets it first for anyone else.
+        """
         tab.unbind()
         if tab.uses >= self._settings.renderer_tab_reuse_limit or not self._usable(tab):
             self._retire(tab)
             self._replenish()
+        elif keep_for is not None:
+            tab.kept_for = keep_for
+            self.kept += 1
+            self._make_ready(tab)
         else:
             self._spawn(self._reset(tab))
 
@@ -517,22 +569,27 @@ class TabPool:
         self._make_ready(tab)
 
     async def _reset(self, tab: DocumentTab) -> None:
-        clean = False
+        if await self._reset_clean(tab):
+            self._make_ready(tab)
+        else:
+            self._retire(tab)
+            self._replenish()
+
+    async def _reset_clean(self, tab: DocumentTab) -> bool:
+        """Reset `tab`; True when it verified clean (it is then kept for no one)."""
+        self.resets += 1
         try:
             async with asyncio.timeout(self._settings.renderer_tab_reset_timeout_seconds):
                 left = await tab.reset()
         except Exception as exc:
             if not tab.handle.gone.is_set():
                 log.warning("document tab reset failed: %s", _first_line(exc))
-        else:
-            clean = not left
-            if left:
-                log.warning("document tab kept state after its reset (%s); closing it", left)
-        if clean:
-            self._make_ready(tab)
-        else:
-            self._retire(tab)
-            self._replenish()
+            return False
+        if left:
+            log.warning("document tab kept state after its reset (%s); closing it", left)
+            return False
+        tab.kept_for = None
+        return True
 
     def _make_ready(self, tab: DocumentTab) -> None:
         if tab in self._alive and self._usable(tab):

@@ -19,6 +19,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,8 +61,14 @@ def deck_pages() -> tuple[list[Page], str | None]:
 # ---- plain warm Playwright loop --------------------------------------------------------------
 
 
-async def plain_loop(pages: list[Page], shots: int, tabs: int) -> float:
-    """Screenshots/s of one warm browser with `tabs` tabs cycling through `pages`."""
+async def plain_loop(
+    pages: list[Page],
+    shots: int,
+    tabs: int,
+    around: Callable[[], AbstractContextManager[object]] = nullcontext,
+) -> float:
+    """Screenshots/s of one warm browser with `tabs` tabs cycling through `pages`; `around`
+    is entered for the timed shots only (`screenshot_cpu.py` reads CPU times in it)."""
     from playwright.async_api import async_playwright
 
     async with async_playwright() as pw:
@@ -83,9 +91,10 @@ async def plain_loop(pages: list[Page], shots: int, tabs: int) -> float:
                 await tab.evaluate("document.fonts.ready.then(() => true)")
                 await tab.screenshot(type="png")
 
-        t0 = time.monotonic()
-        await asyncio.gather(*(work(t) for t in workers))
-        elapsed = time.monotonic() - t0
+        with around():
+            t0 = time.monotonic()
+            await asyncio.gather(*(work(t) for t in workers))
+            elapsed = time.monotonic() - t0
         await browser.close()
     return shots / elapsed
 

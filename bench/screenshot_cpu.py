@@ -8,7 +8,8 @@ system) per process kind, read with psutil before and after the timed shots:
   through the HTTP API (`compare_render.pipeline`): the API process, the renderer's Python,
   the Playwright driver, and Chromium by process type (browser, renderer, gpu-process, ...);
   this script's own CPU is the client's.
-- Plain: one warm Chromium with two tabs, `set_content` + `document.fonts.ready` + screenshot.
+- Plain: `compare_render.plain_loop` with two tabs (`set_content`, `document.fonts.ready`,
+  screenshot), as `screenshot_rate.py` runs it; the Python process's own CPU is its client's.
 
 Processes that start and end between the two readings are not counted (their CPU is lost to
 psutil), so compare like with like.
@@ -20,37 +21,50 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import re
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from compare_render import CHROMIUM, Page, Serve, deck_pages, pipeline
+from compare_render import Page, Serve, deck_pages, pipeline, plain_loop
 
 
 def kind_of(proc: psutil.Process, api_pid: int | None) -> str:
-    """`api`, `renderer-py`, `driver` or `chromium:<type>` for one process."""
+    """`api`, `driver`, `chromium:<type>`, `renderer-py` or `other:<name>` for one process."""
     if proc.pid == api_pid:
         return "api"
-    name, cmd = proc.name(), " ".join(proc.cmdline())
-    if "python" in name or "deckyard" in cmd:
-        return "renderer-py"
-    if "node" in name:
+    name, argv = proc.name(), proc.cmdline()
+    cmd = " ".join(argv)
+    if name.startswith("node"):
         return "driver"
-    found = re.search(r"--type=(\S+)", cmd)
-    kind = found.group(1) if found else "browser"
-    sub = re.search(r"--utility-sub-type=(\S+)", cmd)
-    return f"chromium:{kind}" + (f":{sub.group(1).split('.')[-1]}" if sub else "")
+    if "chrom" in name or (argv and "chrom" in Path(argv[0]).name):
+        found = re.search(r"--type=(\S+)", cmd)
+        kind = found.group(1) if found else "browser"
+        sub = re.search(r"--utility-sub-type=(\S+)", cmd)
+        return f"chromium:{kind}" + (f":{sub.group(1).split('.')[-1]}" if sub else "")
+    if "deckyard.render.renderer" in cmd:
+        return "renderer-py"
+    return f"other:{name}"
 
 
-def cpu_by_pid(root: psutil.Process, api_pid: int | None) -> dict[int, tuple[str, float]]:
+def cpu_by_pid(
+    root: psutil.Process, api_pid: int | None, skip: psutil.Process | None = None
+) -> dict[int, tuple[str, float]]:
+    """CPU seconds of `root`'s descendants (and of `root` when it is the API), without the
+    tree of `skip` (the idle `deckyard serve` while the plain loop runs)."""
     out: dict[int, tuple[str, float]] = {}
+    skipped = set()
+    if skip is not None:
+        skipped = {skip.pid} | {p.pid for p in skip.children(recursive=True)}
     for proc in root.children(recursive=True) + ([root] if api_pid else []):
+        if proc.pid in skipped:
+            continue
         try:
             times = proc.cpu_times()
             out[proc.pid] = (kind_of(proc, api_pid), times.user + times.system)
@@ -75,35 +89,18 @@ def deckyard(serve: Serve, pages: list[Page], shots: int) -> tuple[float, dict[s
     return rate, sums
 
 
-async def plain(pages: list[Page], shots: int) -> tuple[float, dict[str, float]]:
-    from playwright.async_api import async_playwright
+def plain(serve: Serve, pages: list[Page], shots: int) -> tuple[float, dict[str, float]]:
+    me, server = psutil.Process(), psutil.Process(serve.proc.pid)
+    sums: dict[str, float] = {}
 
-    async with async_playwright() as pw:
-        browser = await pw.chromium.launch(
-            executable_path=CHROMIUM, chromium_sandbox=os.geteuid() != 0
-        )
-        context = await browser.new_context()
-        tabs = [await context.new_page() for _ in range(2)]
-        for tab in tabs:
-            await tab.set_viewport_size({"width": pages[0].width, "height": pages[0].height})
-            await tab.set_content(pages[0].html)
-            await tab.screenshot(type="png")
-        todo = list(range(shots))
-
-        async def work(tab: Any) -> None:
-            while todo:
-                page = pages[todo.pop() % len(pages)]
-                await tab.set_content(page.html)
-                await tab.evaluate("document.fonts.ready.then(() => true)")
-                await tab.screenshot(type="png")
-
-        me = psutil.Process()
-        before, mine, t0 = cpu_by_pid(me, None), time.process_time(), time.monotonic()
-        await asyncio.gather(*(work(t) for t in tabs))
-        rate = shots / (time.monotonic() - t0)
-        sums = spent(before, cpu_by_pid(me, None))
+    @contextmanager
+    def metered() -> Iterator[None]:
+        before, mine = cpu_by_pid(me, None, server), time.process_time()
+        yield
+        sums.update(spent(before, cpu_by_pid(me, None, server)))
         sums["client"] = time.process_time() - mine
-        await browser.close()
+
+    rate = asyncio.run(plain_loop(pages, shots, 2, around=metered))
     return rate, sums
 
 
@@ -128,7 +125,7 @@ def main() -> None:
         asyncio.run(pipeline(serve, pages, 6))  # warm-up
         for rep in range(args.reps):
             show(f"rep {rep + 1} deckyard", args.shots, *deckyard(serve, pages, args.shots))
-            show(f"rep {rep + 1} plain   ", args.shots, *asyncio.run(plain(pages, args.shots)))
+            show(f"rep {rep + 1} plain   ", args.shots, *plain(serve, pages, args.shots))
     finally:
         serve.stop()
 

@@ -165,6 +165,39 @@ async def test_prune_takes_old_requests_their_artefacts_and_old_tasks(db_url: st
         assert await retention.prune_once() == (0, 0)
 
 
+async def test_prune_keeps_an_ended_request_until_its_job_takes_the_result(db_url: str) -> None:
+    async with running_app(db_url, render_retention_seconds=60.0, **QUIET) as (app, _client):
+        retention = retention_of(app)
+        rt: Runtime = app.state.runtime
+        waiting = await rt.enqueue("missing.kind", {}, queue="nobody")
+        now = app.state.node.clock.now()
+        old = now - timedelta(seconds=120)
+        async with app.state.db.write_transaction() as conn:
+            for i, job_id in enumerate([waiting.id, None]):
+                await conn.execute(
+                    insert(render_requests).values(
+                        kind="screenshot",
+                        workspace_id="alice",
+                        input={},
+                        input_hash=f"job-{i}",
+                        status="succeeded",
+                        attempts=1,
+                        max_attempts=1,
+                        deadline_at=now,
+                        retry_after=now,
+                        parent_job_id=job_id,
+                        created_at=old,
+                        updated_at=old,
+                        finished_at=old,
+                    )
+                )
+        # the request without a job goes; the one whose job is still pending stays
+        assert await retention.prune_once() == (1, 0)
+        assert await retention.prune_once() == (0, 0)
+        await rt.cancel(waiting.id)
+        assert await retention.prune_once() == (1, 0)
+
+
 async def test_assets_are_stored_once_by_content_hash(db_url: str) -> None:
     async with running_app(db_url, **QUIET) as (app, client):
         alice = await make_token(app, "alice")

@@ -25,7 +25,7 @@ from deckyard.db import Database
 from deckyard.decks.sites import SiteService
 from deckyard.decks.store_assets import asset_blob_stats
 from deckyard.decks.sweeper import ArtifactSweeper
-from deckyard.jobs import job_counts
+from deckyard.jobs import job_counts, jobs_still_active
 from deckyard.loop import IDLE, MORE, Loop, Tick
 from deckyard.render.control.store_retention import (
     render_requests_prunable,
@@ -118,9 +118,13 @@ class Retention:
         now = self.clock.now()
         batch = s.retention_batch_size
         async with self.db.read_connection() as conn:
-            requests = await render_requests_prunable(
+            ended = await render_requests_prunable(
                 conn, now - timedelta(seconds=s.render_retention_seconds), batch
             )
+            # a request whose job has not yet taken its result stays (the job would find it
+            # gone, fail its check and render again)
+            waiting = await jobs_still_active(conn, [j for _, _, j in ended if j is not None])
+            requests = [(i, key) for i, key, job in ended if job not in waiting]
             task_ids = await tasks_prunable(
                 conn, now - timedelta(seconds=s.task_retention_seconds), batch
             )

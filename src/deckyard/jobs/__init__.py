@@ -8,7 +8,11 @@ from deckyard.jobs.policy import RecoveryPolicy, RetryPolicy
 from deckyard.jobs.runtime import EnqueueSpec, JobNotFound, JobStateError, Runtime
 from deckyard.jobs.status import EventType, JobErrorCode, JobStatus, Lifecycle
 from deckyard.jobs.store import WAKE_EVENTS
-from deckyard.jobs.store_retention import job_artifact_keys_referenced, job_counts
+from deckyard.jobs.store_retention import (
+    job_artifact_keys_referenced,
+    job_counts,
+    jobs_still_active,
+)
 from deckyard.jobs.worker import Worker
 
 __all__ = [
@@ -34,6 +38,7 @@ __all__ = [
     "current_job",
     "job_artifact_keys_referenced",
     "job_counts",
+    "jobs_still_active",
     "recover_expired",
     "slot_released",
 ]

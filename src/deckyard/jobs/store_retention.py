@@ -1,4 +1,5 @@
-"""Which artefact keys the `jobs` table still points at (a job's `result.artifact_key`)."""
+"""What other tables' retention asks of `jobs`: the artefact keys a job's result still points
+at, which jobs are still active, and the row counts."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from deckyard.jobs.schema import job_events, jobs
+from deckyard.jobs.status import ACTIVE
 
 
 async def job_artifact_keys_referenced(conn: AsyncConnection, keys: Sequence[str]) -> set[str]:
@@ -19,6 +21,16 @@ async def job_artifact_keys_referenced(conn: AsyncConnection, keys: Sequence[str
     key = jobs.c.result["artifact_key"].as_string()
     rows = await conn.execute(select(key).where(key.in_(list(keys))))
     return {str(r[0]) for r in rows}
+
+
+async def jobs_still_active(conn: AsyncConnection, job_ids: Sequence[int]) -> set[int]:
+    """Those of `job_ids` whose job is still active (a missing job is not)."""
+    if not job_ids:
+        return set()
+    rows = await conn.execute(
+        select(jobs.c.id).where(jobs.c.id.in_(list(job_ids)), jobs.c.status.in_(ACTIVE))
+    )
+    return {int(r.id) for r in rows}
 
 
 async def job_counts(conn: AsyncConnection) -> dict[str, int]:

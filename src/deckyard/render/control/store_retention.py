@@ -20,16 +20,18 @@ from deckyard.render.control.schema import render_attempts, render_pages, render
 
 async def render_requests_prunable(
     conn: AsyncConnection, cutoff: datetime, limit: int
-) -> list[tuple[int, str | None]]:
-    """Up to `limit` finished requests that finished before `cutoff`: (id, artefact key)."""
+) -> list[tuple[int, str | None, int | None]]:
+    """Up to `limit` finished requests that finished before `cutoff`: (id, artefact key, the
+    job that opened it). The caller keeps those whose job is still active: it has yet to
+    check the request and take its result."""
     c = render_requests.c
     rows = await conn.execute(
-        select(c.id, c.artifact_key)
+        select(c.id, c.artifact_key, c.parent_job_id)
         .where(c.finished_at < cutoff, c.status.in_(TERMINAL))
         .order_by(c.finished_at, c.id)
         .limit(limit)
     )
-    return [(int(r.id), r.artifact_key) for r in rows]
+    return [(int(r.id), r.artifact_key, r.parent_job_id) for r in rows]
 
 
 async def render_requests_prune(conn: AsyncConnection, ids: Sequence[int]) -> int:

@@ -7,6 +7,7 @@ import pytest
 from deckyard.jobs import Runtime
 from tests.helpers.api import make_token, running_app
 from tests.helpers.decks import json_deck
+from tests.helpers.eventually import eventually
 from tests.helpers.fake_openai import FakeOpenAI, Reply
 
 pytestmark = [pytest.mark.chromium, pytest.mark.processes]
@@ -21,6 +22,8 @@ async def test_render_failure_goes_back_to_the_model_then_passes(db_url: str) ->
             db_url, renderers=1, ai_base_url=fake.base_url, ai_catalog_cron=None
         ) as (app, client):
             alice = await make_token(app, "alice")
+            # the model answers at once: without a renderer up, round 1 fails as unavailable
+            await eventually(app.state.decks.validator.gateway.renderer_live, timeout=60)
             made = await client.post(
                 "/v1/decks", json=json_deck("<h1>x</h1>", "html"), headers=alice
             )

@@ -62,6 +62,15 @@ def renderer(site: DrillSite) -> Iterator[RendererProcess]:
     stop_renderer(process)
 
 
+@pytest.fixture(scope="module")
+def one_tab(site: DrillSite) -> Iterator[RendererProcess]:
+    """A renderer with one slot and no spare tab, one per test module: consecutive documents
+    (or a deck's pages) go through the same tab."""
+    process = start_renderer(site, slots=1, renderer_spare_tabs="0")
+    yield process
+    stop_renderer(process)
+
+
 @pytest.fixture(autouse=True)
 def hygiene() -> Iterator[None]:
     """After each test: no attempt temp dirs, no stray Chromium, no new zombies."""

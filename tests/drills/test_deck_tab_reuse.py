@@ -7,14 +7,12 @@ next page, so nothing it left behind reaches the next page of the same deck.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from deckyard.render.renderer.browser.tabs import runs_script
-from tests.drills.conftest import start_renderer, stop_renderer
-from tests.drills.support import DrillSite, RendererProcess, decode_png, pixel
+from tests.drills.support import RendererProcess, decode_png, pixel
 from tests.drills.test_render_output import READER, WRITER, renderer_processes
 
 pytestmark = pytest.mark.chromium
@@ -25,14 +23,6 @@ RED_LEFT = """<html><body style="margin:0;background:#fff">
 BLUE_RIGHT = """<html><body style="margin:0;background:#fff">
 <div style="position:absolute;left:100px;top:0;width:100px;height:100px;background:rgb(0,0,255)">
 </div></body></html>"""
-
-
-@pytest.fixture(scope="module")
-def one_slot(site: DrillSite) -> Iterator[RendererProcess]:
-    """One slot and no spare tab: every page of a deck goes through the same tab."""
-    process = start_renderer(site, slots=1, renderer_spare_tabs="0")
-    yield process
-    stop_renderer(process)
 
 
 def deck(renderer: RendererProcess, attempt_id: str, documents: list[str]) -> dict[str, Any]:
@@ -57,29 +47,29 @@ def png(renderer: RendererProcess, attempt_id: str, index: int) -> Any:
     return decode_png(response.content)
 
 
-def test_pages_written_over_each_other_show_only_themselves(one_slot: RendererProcess) -> None:
-    deck(one_slot, "reuse-deck-warm", [RED_LEFT])
-    before = renderer_processes(one_slot)
-    deck(one_slot, "reuse-deck-inert", [RED_LEFT, BLUE_RIGHT, RED_LEFT])
-    red, blue, red_again = (png(one_slot, "reuse-deck-inert", i) for i in range(3))
+def test_pages_written_over_each_other_show_only_themselves(one_tab: RendererProcess) -> None:
+    deck(one_tab, "reuse-deck-warm", [RED_LEFT])
+    before = renderer_processes(one_tab)
+    deck(one_tab, "reuse-deck-inert", [RED_LEFT, BLUE_RIGHT, RED_LEFT])
+    red, blue, red_again = (png(one_tab, "reuse-deck-inert", i) for i in range(3))
     assert pixel(red, 50, 50) == (255, 0, 0) and pixel(red, 150, 50) == (255, 255, 255)
     assert pixel(blue, 50, 50) == (255, 255, 255) and pixel(blue, 150, 50) == (0, 0, 255)
     assert pixel(red_again, 50, 50) == (255, 0, 0)
     assert pixel(red_again, 150, 50) == (255, 255, 255)
     # one tab (one Chromium renderer process) served the whole deck
-    assert renderer_processes(one_slot) == before
+    assert renderer_processes(one_tab) == before
 
 
 def test_a_page_that_ran_script_leaves_nothing_for_the_next_page(
-    one_slot: RendererProcess,
+    one_tab: RendererProcess,
 ) -> None:
-    receipt = deck(one_slot, "reuse-deck-writer", [RED_LEFT, READER, WRITER, READER, RED_LEFT])
+    receipt = deck(one_tab, "reuse-deck-writer", [RED_LEFT, READER, WRITER, READER, RED_LEFT])
     states = {p["index"]: " ".join(p["diagnostics"]["console_errors"]) for p in receipt["pages"]}
     first = json.loads(states[1].removeprefix("STATE "))
     assert first["url"] == "http://document.deckyard.invalid/"
     assert (first["cookie"], first["local"], first["databases"]) == ("", 0, [])
     assert states[3] == states[1]
-    last = png(one_slot, "reuse-deck-writer", 4)
+    last = png(one_tab, "reuse-deck-writer", 4)
     assert pixel(last, 50, 50) == (255, 0, 0)
 
 

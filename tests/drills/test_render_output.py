@@ -5,13 +5,11 @@ from __future__ import annotations
 import hashlib
 import json
 import struct
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.drills.conftest import start_renderer, stop_renderer
 from tests.drills.support import (
     SECRET,
     DrillSite,
@@ -292,14 +290,6 @@ open.onsuccess = () => {
 </script></body></html>"""
 
 
-@pytest.fixture(scope="module")
-def single_tab(site: DrillSite) -> Iterator[RendererProcess]:
-    """A renderer with one slot and no spare tab, so consecutive documents share one tab."""
-    process = start_renderer(site, slots=1, renderer_spare_tabs="0")
-    yield process
-    stop_renderer(process)
-
-
 def renderer_processes(renderer: RendererProcess) -> set[int]:
     """Pids of Chromium renderer processes (one per live tab) under this renderer."""
     table = processes()
@@ -328,15 +318,15 @@ def document_state(renderer: RendererProcess, attempt_id: str, document: str) ->
     return " ".join(receipt["diagnostics"]["console_errors"])
 
 
-def test_reused_document_tab_is_reset_between_renders(single_tab: RendererProcess) -> None:
-    before = document_state(single_tab, "reuse-before", READER)
+def test_reused_document_tab_is_reset_between_renders(one_tab: RendererProcess) -> None:
+    before = document_state(one_tab, "reuse-before", READER)
     assert before.startswith("STATE "), before
     fresh = json.loads(before.removeprefix("STATE "))
     assert fresh["url"] == "http://document.deckyard.invalid/"
     assert (fresh["cookie"], fresh["local"], fresh["databases"]) == ("", 0, [])
-    processes_before = renderer_processes(single_tab)
-    document_state(single_tab, "reuse-writer", WRITER)
-    after = document_state(single_tab, "reuse-after", READER)
+    processes_before = renderer_processes(one_tab)
+    document_state(one_tab, "reuse-writer", WRITER)
+    after = document_state(one_tab, "reuse-after", READER)
     # The same renderer process served all three renders: the tab was reused, not replaced.
-    assert renderer_processes(single_tab) == processes_before
+    assert renderer_processes(one_tab) == processes_before
     assert after == before

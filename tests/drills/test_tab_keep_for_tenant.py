@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from deckyard.render.renderer.browser.tabs import DOCUMENT_URL, INLINE_PREFIX
-from tests.drills.conftest import start_renderer, stop_renderer
-from tests.drills.support import DrillSite, RendererProcess, decode_png, pixel
+from tests.drills.support import RendererProcess, decode_png, pixel
 from tests.drills.test_deck_tab_reuse import BLUE_RIGHT, RED_LEFT
 from tests.drills.test_render_output import READER, WRITER
 from tests.helpers.eventually import eventually_sync
@@ -42,14 +40,6 @@ document.fonts.load('16px Probe').then(
   (faces) => {{ console.error('FONT ' + faces.length); window.done = true; }},
   () => {{ console.error('FONT error'); window.done = true; }});
 </script></body></html>"""
-
-
-@pytest.fixture(scope="module")
-def one_tab(site: DrillSite) -> Iterator[RendererProcess]:
-    """One slot and no spare tab: every render goes through the same tab."""
-    process = start_renderer(site, slots=1, renderer_spare_tabs="0")
-    yield process
-    stop_renderer(process)
 
 
 def tabs(renderer: RendererProcess) -> dict[str, int]:

@@ -5,7 +5,8 @@ row refers to, asset bytes are stored once by content hash, and an idle retentio
 from __future__ import annotations
 
 import hashlib
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Any
 
 import httpx
 from fastapi import FastAPI
@@ -30,6 +31,26 @@ QUIET = {  # the loops stay out of the way: the test drives retention itself
 def retention_of(app: FastAPI) -> Retention:
     r: Retention = app.state.node.retention
     return r
+
+
+def request_row(now: datetime, **over: Any) -> Any:
+    """An insert of a finished screenshot render request (created, updated and finished `now`
+    unless `over` says otherwise)."""
+    values: dict[str, Any] = {
+        "kind": "screenshot",
+        "workspace_id": "alice",
+        "input": {},
+        "input_hash": "x",
+        "status": "succeeded",
+        "attempts": 1,
+        "max_attempts": 1,
+        "deadline_at": now,
+        "retry_after": now,
+        "created_at": now,
+        "updated_at": now,
+        "finished_at": now,
+    }
+    return insert(render_requests).values({**values, **over})
 
 
 def pointer(key: str) -> dict[str, object]:
@@ -58,23 +79,7 @@ async def test_the_sweep_keeps_what_rows_refer_to(db_url: str) -> None:
             row = await deck_get(conn, deck["id"], "alice")
             assert row is not None
             await page_version_set_screenshot(conn, row.pages[0].id, pointer("shots/version.png"))
-            await conn.execute(
-                insert(render_requests).values(
-                    kind="screenshot",
-                    workspace_id="alice",
-                    input={},
-                    input_hash="x",
-                    status="succeeded",
-                    attempts=1,
-                    max_attempts=1,
-                    deadline_at=now,
-                    retry_after=now,
-                    artifact_key="renders/request.png",
-                    created_at=now,
-                    updated_at=now,
-                    finished_at=now,
-                )
-            )
+            await conn.execute(request_row(now, artifact_key="renders/request.png"))
             await conn.execute(
                 update(jobs)
                 .where(jobs.c.id == job.id)
@@ -117,16 +122,10 @@ async def test_prune_takes_old_requests_their_artefacts_and_old_tasks(db_url: st
                 [(old, "succeeded"), (old, "failed"), (now, "succeeded"), (None, "pending")]
             ):
                 await conn.execute(
-                    insert(render_requests).values(
-                        kind="screenshot",
-                        workspace_id="alice",
-                        input={},
+                    request_row(
+                        now,
                         input_hash=str(i),
                         status=status,
-                        attempts=1,
-                        max_attempts=1,
-                        deadline_at=now,
-                        retry_after=now,
                         artifact_key=f"renders/{i}.png",
                         created_at=old,
                         updated_at=old,
@@ -175,16 +174,9 @@ async def test_prune_keeps_an_ended_request_until_its_job_takes_the_result(db_ur
         async with app.state.db.write_transaction() as conn:
             for i, job_id in enumerate([waiting.id, None]):
                 await conn.execute(
-                    insert(render_requests).values(
-                        kind="screenshot",
-                        workspace_id="alice",
-                        input={},
+                    request_row(
+                        now,
                         input_hash=f"job-{i}",
-                        status="succeeded",
-                        attempts=1,
-                        max_attempts=1,
-                        deadline_at=now,
-                        retry_after=now,
                         parent_job_id=job_id,
                         created_at=old,
                         updated_at=old,

@@ -301,13 +301,11 @@ _JOB_COLUMNS_BUT_PAYLOAD = tuple(c for c in JOB_COLUMNS if c.name != "payload")
 async def job_get(conn: AsyncConnection, job_id: int, *, payload: bool = True) -> Job | None:
     """One job by id; without `payload` its payload is not read (None), for callers that
     need its owner, state or result (a screenshot's payload holds its ~780 KiB page)."""
-    if payload:
-        row = (await conn.execute(select(*JOB_COLUMNS).where(jobs.c.id == job_id))).first()
-        return Job.from_row(row) if row is not None else None
-    found = (
-        await conn.execute(select(*_JOB_COLUMNS_BUT_PAYLOAD).where(jobs.c.id == job_id))
-    ).first()
-    return Job.from_row(found, payload=None) if found is not None else None
+    columns = JOB_COLUMNS if payload else _JOB_COLUMNS_BUT_PAYLOAD
+    row = (await conn.execute(select(*columns).where(jobs.c.id == job_id))).first()
+    if row is None:
+        return None
+    return Job.from_row(row) if payload else Job.from_row(row, payload=None)
 
 
 async def jobs_status(conn: AsyncConnection, job_ids: Sequence[int]) -> dict[int, str]:

@@ -91,11 +91,11 @@ async def open_direct(
 
     Its document is stored by its content key before the row, as for every render (`inputs.py`),
     deleted with the row once answered (`documents_forget`), unless another request names it.
-    In the row by value, every
-    state change of the request rewrote the whole ~780 KiB row (SQLite rewrites a row with its
-    overflow pages), and a validation's writes grew the WAL by megabytes: a checkpoint stalled
-    every few validations (p95 509 ms against 314 ms by key, `bench/validate_latency.py`).
-    Without `capture` the renderer takes no picture; the result carries the diagnostics only.
+    In the row by value, every state change of the request rewrote the whole ~780 KiB row
+    (SQLite rewrites a row with its overflow pages), and a validation's writes grew the WAL by
+    megabytes: a checkpoint stalled every few validations (p95 509 ms against 314 ms by key,
+    `bench/validate_latency.py`). Without `capture` the renderer takes no picture; the result
+    carries the diagnostics only.
 
     One write transaction: the admission lock, the queue limits (screenshot jobs and these
     requests together; raises `RenderQueueFull`), the renderer check and the insert.

@@ -181,8 +181,8 @@ class DeckTab:
         tab, self.tab = self.tab, None
         return tab
 
-    def keep(self, tab: DocumentTab, render: RenderInput) -> bool:
-        """Keep `tab` for the next page if `render` left it clean; see the class docstring."""
+    def keep(self, tab: DocumentTab) -> bool:
+        """Keep `tab` for the next page if its last page left it clean; see the class docstring."""
         if tab.uses >= self.reuse_limit or tab.scripted:
             return False
         self.tab = tab
@@ -562,7 +562,7 @@ class AttemptRegistry:
             except OSError as exc:
                 code, message = RenderErrorCode.INTERNAL_ERROR, f"cannot store artefact: {exc}"
         encode_ms = round((time.monotonic() - encode_start) * 1000, 1)
-        if carry is not None and tab is not None and code is None and carry.keep(tab, render):
+        if carry is not None and tab is not None and code is None and carry.keep(tab):
             tab = None
         keep_for = None
         if carry is None and tab is not None and code is None:

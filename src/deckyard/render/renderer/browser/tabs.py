@@ -465,7 +465,8 @@ class TabPool:
             fits = [tab for tab in self._ready if tab.scale == render.scale]
             mine = [t for t in fits if t.kept_for is not None and t.kept_for == render.tenant]
             clean = [t for t in fits if t.kept_for is None]
-            for tab in mine or clean:
+            if mine or clean:
+                tab = (mine or clean)[0]
                 self._ready.remove(tab)
                 return tab
             if fits:

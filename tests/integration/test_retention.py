@@ -20,6 +20,7 @@ from deckyard.render.control.schema import render_requests
 from deckyard.tasks.schema import task_events, tasks
 from tests.helpers.api import make_token, running_app
 from tests.helpers.decks import PNG_1PX, json_deck
+from tests.helpers.eventually import eventually
 
 QUIET = {  # the loops stay out of the way: the test drives retention itself
     "retention_prune_interval_seconds": 3600.0,
@@ -28,8 +29,15 @@ QUIET = {  # the loops stay out of the way: the test drives retention itself
 }
 
 
-def retention_of(app: FastAPI) -> Retention:
+async def retention_of(app: FastAPI) -> Retention:
+    """The app's retention, once both its loops ran their first tick (they tick at start; one
+    that came after the test's rows would prune or sweep them before the test does)."""
     r: Retention = app.state.node.retention
+
+    async def first_ticks() -> bool:
+        return all(loop.stats.ticks >= 1 for loop in r.loops)
+
+    await eventually(first_ticks, what="retention's first ticks")
     return r
 
 
@@ -69,7 +77,7 @@ def pointer(key: str) -> dict[str, object]:
 async def test_the_sweep_keeps_what_rows_refer_to(db_url: str) -> None:
     async with running_app(db_url, instrument_sql=True, **QUIET) as (app, client):
         alice = await make_token(app, "alice")
-        retention = retention_of(app)
+        retention = await retention_of(app)
         store = retention.store
         deck = (await client.post("/v1/decks", json=json_deck(), headers=alice)).json()
         rt: Runtime = app.state.runtime
@@ -112,7 +120,7 @@ async def test_prune_takes_old_requests_their_artefacts_and_old_tasks(db_url: st
     async with running_app(
         db_url, render_retention_seconds=60.0, task_retention_seconds=60.0, **QUIET
     ) as (app, _client):
-        retention = retention_of(app)
+        retention = await retention_of(app)
         store = retention.store
         now = app.state.node.clock.now()
         old = now - timedelta(seconds=120)
@@ -166,7 +174,7 @@ async def test_prune_takes_old_requests_their_artefacts_and_old_tasks(db_url: st
 
 async def test_prune_keeps_an_ended_request_until_its_job_takes_the_result(db_url: str) -> None:
     async with running_app(db_url, render_retention_seconds=60.0, **QUIET) as (app, _client):
-        retention = retention_of(app)
+        retention = await retention_of(app)
         rt: Runtime = app.state.runtime
         waiting = await rt.enqueue("missing.kind", {}, queue="nobody")
         now = app.state.node.clock.now()
@@ -193,7 +201,7 @@ async def test_prune_keeps_an_ended_request_until_its_job_takes_the_result(db_ur
 async def test_assets_are_stored_once_by_content_hash(db_url: str) -> None:
     async with running_app(db_url, **QUIET) as (app, client):
         alice = await make_token(app, "alice")
-        retention = retention_of(app)
+        retention = await retention_of(app)
         decks = [
             (await client.post("/v1/decks", json=json_deck(), headers=alice)).json()["id"]
             for _ in range(2)
@@ -235,7 +243,7 @@ async def test_an_asset_replacement_lands_only_when_its_pages_pass(db_url: str) 
 
     async with running_app(db_url, renderers=1, **QUIET) as (app, client):
         alice = await make_token(app, "alice")
-        retention = retention_of(app)
+        retention = await retention_of(app)
         body = json_deck("# Logo\n\n![logo](assets/logo.png)\n")
         body["pages"].append({"name": "02-plain", "kind": "md", "text": "# Plain\n"})  # type: ignore[attr-defined]
         deck = (await client.post("/v1/decks", json=body, headers=alice)).json()["id"]

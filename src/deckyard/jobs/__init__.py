@@ -9,6 +9,7 @@ from deckyard.jobs.runtime import EnqueueSpec, JobNotFound, JobStateError, Runti
 from deckyard.jobs.status import EventType, JobErrorCode, JobStatus, Lifecycle
 from deckyard.jobs.store import WAKE_EVENTS
 from deckyard.jobs.store_retention import (
+    active_job_payloads_naming,
     job_artifact_keys_referenced,
     job_counts,
     jobs_still_active,
@@ -34,6 +35,7 @@ __all__ = [
     "Runtime",
     "Worker",
     "acting_as",
+    "active_job_payloads_naming",
     "current_actor",
     "current_job",
     "job_artifact_keys_referenced",

@@ -8,19 +8,25 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
 from sqlalchemy import func, select, update
 
 from deckyard.jobs.schema import jobs
 from deckyard.render.control.models import ScreenshotSpec
 from deckyard.render.control.schema import render_requests
+from deckyard.render.control.screenshots import screenshot_payload
 from tests.helpers.api import running_app
 
 
-async def test_a_retried_job_reuses_its_render_request(db_url: str) -> None:
+@pytest.mark.parametrize("shape", ["by_key", "by_value"])
+async def test_a_retried_job_reuses_its_render_request(db_url: str, shape: str) -> None:
     # no loops: nothing recovers the hand-made running job or renders the request
     async with running_app(db_url, background_loops=False) as (app, _client):
         spec = ScreenshotSpec.model_validate({"html": "<p>once</p>", "width": 64, "height": 32})
-        payload = {"spec": spec.model_dump(mode="json"), "dedupe": True}
+        if shape == "by_key":  # what POST /v1/screenshots enqueues
+            payload, _ = await screenshot_payload(app.state.render.store, spec, dedupe=True)
+        else:  # a job enqueued by an earlier version, still in the queue
+            payload = {"spec": spec.model_dump(mode="json"), "dedupe": True}
         job = await app.state.runtime.enqueue(
             "screenshot", payload, queue="parked", workspace_id="alice"
         )
@@ -29,8 +35,8 @@ async def test_a_retried_job_reuses_its_render_request(db_url: str) -> None:
             await conn.execute(update(jobs).where(jobs.c.id == job.id).values(status="running"))
         ctx = SimpleNamespace(id=job.id, job=job, payload=payload, deadline_at=None)
         handler = app.state.render.handler
-        first = await handler.open_request(ctx, spec)
-        again = await handler.open_request(ctx, spec)
+        first = await handler.open_request(ctx)
+        again = await handler.open_request(ctx)
         assert again.id == first.id
         async with db.write_transaction() as conn:
             await conn.execute(
@@ -38,10 +44,13 @@ async def test_a_retried_job_reuses_its_render_request(db_url: str) -> None:
                 .where(render_requests.c.id == first.id)
                 .values(status="succeeded", result={"artifact_key": "k"})
             )
-        retried = await handler.open_request(ctx, spec)
+        retried = await handler.open_request(ctx)
         assert retried.id == first.id
         async with db.read_connection() as conn:
             count = (
                 await conn.execute(select(func.count()).select_from(render_requests))
             ).scalar_one()
         assert count == 1
+        async with db.read_connection() as conn:
+            row = (await conn.execute(select(render_requests.c.input))).one()
+        assert "document" not in row.input and row.input["document_key"]

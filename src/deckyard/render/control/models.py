@@ -145,8 +145,14 @@ class ScreenshotSpec(BaseModel):
         document = data.pop("document", None)
         if document is not None:
             data["document_key"] = document_key(document)
-        canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+        return input_digest(data)
+
+
+def input_digest(render: dict[str, Any]) -> str:
+    """SHA-256 of a render input whose document is named by its `document_key` (what
+    `ScreenshotSpec.input_hash` hashes, and a screenshot job's payload holds)."""
+    canonical = json.dumps(render, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
 DECK_KIND = "deck"

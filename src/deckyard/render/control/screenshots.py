@@ -46,6 +46,7 @@ from deckyard.render.control.models import (
     RenderRequest,
     RequestStatus,
     ScreenshotSpec,
+    input_digest,
 )
 from deckyard.render.control.store import (
     NewRequest,
@@ -121,6 +122,33 @@ async def open_direct(
         return request
 
     return await db.write(admit)
+
+
+async def screenshot_payload(
+    store: ArtifactStore, spec: ScreenshotSpec, *, dedupe: bool
+) -> tuple[dict[str, Any], str]:
+    """A screenshot job's payload and its input hash: `{"render": ..., "dedupe": ...}`, the
+    render input with its document stored by content key (`inputs.py`), as the request's row and
+    the renderer call will name it.
+
+    Store it before the job row commits; while the job is active, its payload keeps the document
+    from the artefact sweep (`render_document_keys_referenced`). By value, the ~780 KiB page was
+    written with the job row, rewritten by each of its state changes (SQLite rewrites a row with
+    its overflow pages), decoded at every claim and sent back by `GET /v1/jobs/{id}`.
+    """
+    render = await documents_by_reference(store, spec.render_input())
+    return {"render": render, "dedupe": dedupe}, input_digest(render)
+
+
+def payload_render(payload: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """The render input and input hash of a screenshot job's payload: `{"render": ...}`
+    (`screenshot_payload`), or `{"spec": ...}` with the page by value, as jobs enqueued by
+    earlier versions hold it (still in the queue across an upgrade)."""
+    if "render" in payload:
+        render: dict[str, Any] = payload["render"]
+        return render, input_digest(render)
+    spec = ScreenshotSpec.model_validate(payload["spec"])
+    return spec.render_input(), spec.input_hash()
 
 
 async def request_forget(db: Database, request_id: int) -> None:
@@ -213,16 +241,15 @@ class ScreenshotHandler:
                 return 0
             return await request_cancel_for_jobs(self.db, conn, [job_id], self.clock.now())
 
-    async def open_request(self, ctx: JobContext, spec: ScreenshotSpec) -> RenderRequest:
+    async def open_request(self, ctx: JobContext) -> RenderRequest:
         """Create the job's render request, or join the active one for the same target."""
         now = self.clock.now()
         workspace = ctx.job.workspace_id or "default"
-        digest = spec.input_hash()
+        render_input, digest = payload_render(ctx.payload)
         dedupe = ctx.payload.get("dedupe", True)
         deadline = now + timedelta(seconds=self.settings.render_request_deadline_seconds)
         if ctx.deadline_at is not None:
             deadline = min(deadline, ctx.deadline_at)
-        render_input = spec.render_input()
         if self.store is not None:
             render_input = await documents_by_reference(self.store, render_input)
         new = NewRequest(
@@ -246,8 +273,7 @@ class ScreenshotHandler:
 
     async def __call__(self, ctx: JobContext) -> dict[str, Any]:
         """Render the job's spec through a render request and return the committed result."""
-        spec = ScreenshotSpec.model_validate(ctx.payload["spec"])
-        request = await self.open_request(ctx, spec)
+        request = await self.open_request(ctx)
         await ctx.emit(RENDER_REQUEST_EVENT, {"request_id": request.id})
         try:
             async with ctx.slot_released():

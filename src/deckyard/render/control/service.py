@@ -19,6 +19,7 @@ from deckyard.loop import Loop
 from deckyard.render.control.client import RendererSources, configured_sources
 from deckyard.render.control.coordinator import Coordinator, RenderQueueFull, queue_check
 from deckyard.render.control.deck_requests import DeckRenders
+from deckyard.render.control.inputs import document_keys
 from deckyard.render.control.models import RenderAttempt, RenderPage, RenderRequest, ScreenshotSpec
 from deckyard.render.control.screenshots import (
     RENDER_QUEUE,
@@ -27,6 +28,7 @@ from deckyard.render.control.screenshots import (
     documents_forget,
     open_direct,
     request_forget,
+    screenshot_payload,
     wait_for_terminal,
 )
 from deckyard.render.control.store import (
@@ -138,9 +140,12 @@ class RenderService:
         Raises `RenderQueueFull` (code `RENDER_QUEUE_FULL`) when the global or the workspace's
         queue limit is reached; the check and the enqueue share one transaction under the
         admission lock, so concurrent submissions cannot overshoot the limit.
+
+        The page is stored by its content key first and the payload names it
+        (`screenshot_payload`); a refused submission deletes it again, unless something else
+        names it, so a stream of refused screenshots leaves nothing in the store.
         """
-        digest = spec.input_hash()
-        payload = {"spec": spec.model_dump(mode="json"), "dedupe": dedupe}
+        payload, digest = await screenshot_payload(self.store, spec, dedupe=dedupe)
 
         async def admit(conn: AsyncConnection) -> Job:
             await self.db.acquire_admission_lock(conn)
@@ -157,7 +162,16 @@ class RenderService:
                 conn=conn,
             )
 
-        return await self.db.write(admit)
+        try:
+            return await self.db.write(admit)
+        except Exception:
+            try:
+                await documents_forget(self.db, self.store, document_keys(payload["render"]))
+            except Exception:
+                log.warning(
+                    "a refused screenshot's page is left to the artefact sweep", exc_info=True
+                )
+            raise
 
     async def screenshot_direct(
         self, spec: ScreenshotSpec, *, workspace_id: str, timeout: float, capture: bool = True

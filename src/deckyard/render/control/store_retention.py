@@ -13,6 +13,7 @@ from datetime import datetime
 from sqlalchemy import Text, cast, delete, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from deckyard.jobs import active_job_payloads_naming
 from deckyard.jobs.status import TERMINAL
 from deckyard.render.control.inputs import DOCUMENT_PREFIX
 from deckyard.render.control.schema import render_attempts, render_pages, render_requests
@@ -56,17 +57,25 @@ async def render_artifact_keys_referenced(conn: AsyncConnection, keys: Sequence[
 
 
 async def render_document_keys_referenced(conn: AsyncConnection, keys: Sequence[str]) -> set[str]:
-    """Those of `keys` that are render documents (`inputs.py`) a request's input still names.
+    """Those of `keys` that are render documents (`inputs.py`) an active job's payload or a
+    request's input still names.
 
-    A text match on the input (the key is 64 hex digits, so it cannot match by accident), one
-    scan per document key; requests are pruned by retention, so the scan stays bounded.
+    A text match (the key is 64 hex digits, so it cannot match by accident), one scan per
+    document key; requests are pruned by retention and only active jobs are read, so the scans
+    stay bounded. The jobs are asked first: a screenshot job names its document from its enqueue
+    until it ends, and opens the request that names it before it ends, so a request inserted
+    between the two reads is still seen through its job.
     """
-    found: set[str] = set()
+    digests = {
+        key[len(DOCUMENT_PREFIX) : -len(".html")]: key
+        for key in keys
+        if key.startswith(DOCUMENT_PREFIX) and key.endswith(".html")
+    }
+    found = {digests[d] for d in await active_job_payloads_naming(conn, list(digests))}
     text = cast(render_requests.c.input, Text)
-    for key in keys:
-        if not (key.startswith(DOCUMENT_PREFIX) and key.endswith(".html")):
+    for digest, key in digests.items():
+        if key in found:
             continue
-        digest = key[len(DOCUMENT_PREFIX) : -len(".html")]
         row = await conn.execute(
             select(render_requests.c.id).where(text.like(f"%{digest}%")).limit(1)
         )

@@ -25,13 +25,13 @@ from deckyard.render.control.inputs import documents_by_reference
 from deckyard.render.control.models import (
     DECK_KIND,
     RENDER_REQUEST_EVENT,
+    SCREENSHOT_KIND,
     ControlErrorCode,
     RenderRequest,
     RequestStatus,
     ScreenshotSpec,
 )
 from deckyard.render.control.screenshots import (
-    SCREENSHOT_KIND,
     ScreenshotHandler,
     request_to_resume,
     wait_for_terminal,

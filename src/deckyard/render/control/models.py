@@ -155,6 +155,8 @@ def input_digest(render: dict[str, Any]) -> str:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
+SCREENSHOT_KIND = "screenshot"
+"""The kind of a screenshot job and of the render request it opens (or a validation opens)."""
 DECK_KIND = "deck"
 """The kind of a render request covering every page of a deck version (`render_pages`)."""
 

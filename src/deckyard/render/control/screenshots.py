@@ -41,6 +41,7 @@ from deckyard.render.control.coordinator import queue_check
 from deckyard.render.control.inputs import document_object_key, documents_by_reference
 from deckyard.render.control.models import (
     RENDER_REQUEST_EVENT,
+    SCREENSHOT_KIND,
     WAKE_REQUESTS,
     RendererState,
     RenderRequest,
@@ -68,7 +69,6 @@ from deckyard.render.protocol import error_kind
 
 log = logging.getLogger(__name__)
 
-SCREENSHOT_KIND = "screenshot"
 RENDER_QUEUE = "render"
 
 

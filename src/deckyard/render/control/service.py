@@ -20,10 +20,15 @@ from deckyard.render.control.client import RendererSources, configured_sources
 from deckyard.render.control.coordinator import Coordinator, RenderQueueFull, queue_check
 from deckyard.render.control.deck_requests import DeckRenders
 from deckyard.render.control.inputs import document_keys
-from deckyard.render.control.models import RenderAttempt, RenderPage, RenderRequest, ScreenshotSpec
+from deckyard.render.control.models import (
+    SCREENSHOT_KIND,
+    RenderAttempt,
+    RenderPage,
+    RenderRequest,
+    ScreenshotSpec,
+)
 from deckyard.render.control.screenshots import (
     RENDER_QUEUE,
-    SCREENSHOT_KIND,
     ScreenshotHandler,
     documents_forget,
     open_direct,

@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from deckyard.jobs import active_job_payloads_naming
 from deckyard.jobs.status import TERMINAL
 from deckyard.render.control.inputs import DOCUMENT_PREFIX
+from deckyard.render.control.models import SCREENSHOT_KIND
 from deckyard.render.control.schema import render_attempts, render_pages, render_requests
 
 
@@ -71,7 +72,8 @@ async def render_document_keys_referenced(conn: AsyncConnection, keys: Sequence[
         for key in keys
         if key.startswith(DOCUMENT_PREFIX) and key.endswith(".html")
     }
-    found = {digests[d] for d in await active_job_payloads_naming(conn, list(digests))}
+    named = await active_job_payloads_naming(conn, SCREENSHOT_KIND, list(digests))
+    found = {digests[d] for d in named}
     text = cast(render_requests.c.input, Text)
     for digest, key in digests.items():
         if key in found:

@@ -33,6 +33,10 @@ class Rig:
             reconciliation_thresholds_seconds=HOUR,
             task_lease_seconds=LEASE,
             task_heartbeat_interval_seconds=0.2,
+            # the stage's jobs wait on `gate` for several task leases: with the test cadence's
+            # 1.5 s job lease, a 1.2 s stall of a loaded CI machine re-ran them (counted twice)
+            job_lease_seconds=30.0,
+            job_heartbeat_interval_seconds=1.0,
         )
         self.rt = Runtime(db, settings=self.settings, migrate=False)
         self.gate = asyncio.Event()

@@ -121,6 +121,13 @@ class ArtifactStore:
         """The bytes under `key`, or None when there are none."""
         return await asyncio.to_thread(self._get, key)
 
+    def _exists(self, key: str) -> bool:
+        return bool(self._fs.exists(self._path(key)))
+
+    async def exists(self, key: str) -> bool:
+        """True when something is stored under `key` (nothing is read)."""
+        return await asyncio.to_thread(self._exists, key)
+
     def _delete(self, key: str) -> bool:
         path = self._path(key)
         try:

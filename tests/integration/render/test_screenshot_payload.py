@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+from types import SimpleNamespace
 
-from sqlalchemy import select
+import pytest
+from sqlalchemy import func, select
 
 from deckyard.artifacts import ArtifactStore
-from deckyard.jobs import Runtime
+from deckyard.jobs import JobError, Runtime
 from deckyard.jobs.schema import jobs
 from deckyard.render.control.inputs import document_object_key
 from deckyard.render.control.models import ScreenshotSpec
+from deckyard.render.control.schema import render_requests
 from tests.helpers.api import make_token, running_app
 
 PAGE = "<!doctype html><title>kept</title><p>" + "x" * 50_000 + "</p>"
@@ -84,3 +87,27 @@ async def test_a_refused_screenshot_leaves_no_page(db_url: str) -> None:
         )
         assert same.status_code == 429
         assert await store.get(key_of(PAGE)) == PAGE.encode()
+
+
+async def test_a_job_whose_page_was_swept_fails_saying_so(db_url: str) -> None:
+    async with running_app(db_url, **QUIET) as (app, client):
+        alice = await make_token(app, "alice")
+        created = await client.post("/v1/screenshots", json={"html": PAGE}, headers=alice)
+        assert created.status_code == 202, created.text
+        job = await app.state.runtime.get(created.json()["id"])
+        handler = app.state.render.handler
+        ctx = SimpleNamespace(id=job.id, job=job, payload=job.payload, deadline_at=None)
+        # what a retry meets once the sweep took the page of an ended job
+        store: ArtifactStore = app.state.render.store
+        assert await store.exists(key_of(PAGE))
+        assert await store.delete(key_of(PAGE))
+        assert not await store.exists(key_of(PAGE))
+        with pytest.raises(JobError) as caught:
+            await handler.open_request(ctx)
+        assert caught.value.code == "RENDER_INPUT_GONE"
+        assert not caught.value.retryable
+        async with app.state.db.read_connection() as conn:
+            count = (
+                await conn.execute(select(func.count()).select_from(render_requests))
+            ).scalar_one()
+        assert count == 0  # no render was asked for

@@ -52,6 +52,8 @@ class ControlErrorCode(StrEnum):
 
     QUEUE_FULL = "RENDER_QUEUE_FULL"
     NO_RENDERER = "RENDER_NO_RENDERER"
+    INPUT_GONE = "RENDER_INPUT_GONE"
+    """A job's page, named by key, is no longer stored (swept after the job ended, then retried)."""
 
 
 WAKE_DISPATCH = "render.dispatch"

@@ -43,6 +43,7 @@ from deckyard.render.control.models import (
     RENDER_REQUEST_EVENT,
     SCREENSHOT_KIND,
     WAKE_REQUESTS,
+    ControlErrorCode,
     RendererState,
     RenderRequest,
     RequestStatus,
@@ -246,6 +247,7 @@ class ScreenshotHandler:
         now = self.clock.now()
         workspace = ctx.job.workspace_id or "default"
         render_input, digest = payload_render(ctx.payload)
+        await self._check_stored(render_input)
         dedupe = ctx.payload.get("dedupe", True)
         deadline = now + timedelta(seconds=self.settings.render_request_deadline_seconds)
         if ctx.deadline_at is not None:
@@ -295,6 +297,24 @@ class ScreenshotHandler:
             {"request_id": done.id, "error_code": code, "error_kind": error_kind(code).value},
         )
         raise JobError(code, done.error_message or code, retryable=False)
+
+    async def _check_stored(self, render_input: dict[str, Any]) -> None:
+        """Refuse a job whose page, named by key, is no longer stored.
+
+        Its payload keeps it from the sweep only while the job is active: a job retried after
+        the sweep took its page fails at once, saying so, instead of as a lost input after
+        every render attempt.
+        """
+        key = render_input.get("document_key")
+        if self.store is None or not isinstance(key, str):
+            return
+        if not await self.store.exists(document_object_key(key)):
+            raise JobError(
+                ControlErrorCode.INPUT_GONE.value,
+                "this screenshot's page is no longer stored (the artefact sweep deletes it "
+                "once the job has ended); submit the screenshot again",
+                retryable=False,
+            )
 
     async def _observe_quietly(self, job_id: int) -> None:
         try:

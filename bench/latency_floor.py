@@ -15,6 +15,11 @@ pause before every sample:
 - `floor across, claim not flushed`: the same with the claim committed under
   `synchronous_commit = off` (set for that statement only): what skipping the claim's WAL flush
   could win at best. A PostgreSQL crash can then lose a claim whose job has already started.
+- `floor across, claimed by the enqueuer`: one commit only. The enqueuing statement finds an
+  idle worker of another process (its LISTEN session's `application_name` in
+  `pg_stat_activity`), inserts the row already claimed for it and NOTIFYs the row; that worker
+  starts on the notification, with no statement of its own. The best a cross-process hand-off
+  could do.
 
 Every PostgreSQL measurement gets a fresh database. Timestamps that cross processes use
 CLOCK_MONOTONIC, which Linux shares between processes.
@@ -58,6 +63,19 @@ UPDATE q SET status = 'running', owner = %(owner)s
 WHERE id = (SELECT id FROM q WHERE status = 'pending' ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED)
 RETURNING payload, set_config('synchronous_commit', %(commit)s, true)
 """
+ENQUEUE_CLAIMED = """
+WITH w AS (
+    SELECT substr(application_name, 8) AS owner FROM pg_stat_activity
+    WHERE datname = current_database() AND application_name LIKE 'q-idle:%%' LIMIT 1
+),
+i AS (
+    INSERT INTO q (status, owner, payload)
+    SELECT CASE WHEN w.owner IS NULL THEN 'pending' ELSE 'running' END, w.owner, %s
+    FROM (SELECT 1) AS one LEFT JOIN w ON true
+    RETURNING id, owner, payload
+)
+SELECT pg_notify('q', json_build_object('owner', i.owner, 'payload', i.payload)::text) FROM i
+"""
 HAND_OFF = "INSERT INTO q (status, owner, payload) VALUES ('running', 'me', %s) RETURNING id"
 
 
@@ -79,9 +97,13 @@ def floor_in_process(url: str, samples: int) -> list[float]:
 
 
 def claimer(url: str, commit: str) -> None:
-    """The other process of `floor across`: LISTEN, claim on each notification, print the delay."""
+    """The other process of `floor across`: LISTEN, claim on each notification, print the delay.
+
+    With `commit` "pushed" it claims nothing: it advertises itself as idle and starts the job
+    the notification carries, already claimed for it.
+    """
     with (
-        psycopg.connect(url, autocommit=True) as listen,
+        psycopg.connect(url, autocommit=True, application_name="q-idle:them") as listen,
         psycopg.connect(url, autocommit=True) as conn,
     ):
         listen.execute("LISTEN q")
@@ -89,7 +111,14 @@ def claimer(url: str, commit: str) -> None:
         while True:
             # a notification with no statement running arrives as bytes on the socket
             select.select([listen.fileno()], [], [])
-            if not list(listen.notifies(timeout=0)):
+            notes = list(listen.notifies(timeout=0))
+            if not notes:
+                continue
+            if commit == "pushed":
+                pushed = json.loads(notes[-1].payload)
+                if pushed["owner"] == "them":
+                    now = time.monotonic()
+                    print(f"STARTED {now - pushed['payload']['t']:.9f}", flush=True)
                 continue
             row = conn.execute(CLAIM, {"owner": "them", "commit": commit}).fetchone()
             if row is not None:
@@ -113,7 +142,8 @@ def floor_across(url: str, samples: int, commit: str) -> list[float]:
             time.sleep(1.0)
             for _ in range(samples):
                 pause()
-                conn.execute(ENQUEUE, (json.dumps({"t": time.monotonic()}),))
+                enqueue = ENQUEUE_CLAIMED if commit == "pushed" else ENQUEUE
+                conn.execute(enqueue, (json.dumps({"t": time.monotonic()}),))
                 line = proc.stdout.readline()
                 if not line.startswith("STARTED "):
                     raise RuntimeError(f"claimer said {line!r}")
@@ -140,6 +170,9 @@ MEASURES: dict[str, Callable[[int], list[float]]] = {
     "floor across (committed enqueue, committed claim)": lambda n: fresh(floor_across, n, "on"),
     "floor across, claim not flushed (synchronous_commit off)": (
         lambda n: fresh(floor_across, n, "off")
+    ),
+    "floor across, claimed by the enqueuer (one commit)": (
+        lambda n: fresh(floor_across, n, "pushed")
     ),
 }
 

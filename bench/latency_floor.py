@@ -99,8 +99,9 @@ def floor_in_process(url: str, samples: int) -> list[float]:
 def claimer(url: str, commit: str) -> None:
     """The other process of `floor across`: LISTEN, claim on each notification, print the delay.
 
-    With `commit` "pushed" it claims nothing: it advertises itself as idle and starts the job
-    the notification carries, already claimed for it.
+    With `commit` "pushed" it claims nothing: its LISTEN session's `application_name`
+    advertises it as idle, and it starts the job the notification carries, already claimed for
+    it.
     """
     with (
         psycopg.connect(url, autocommit=True, application_name="q-idle:them") as listen,
@@ -116,9 +117,11 @@ def claimer(url: str, commit: str) -> None:
                 continue
             if commit == "pushed":
                 pushed = json.loads(notes[-1].payload)
-                if pushed["owner"] == "them":
-                    now = time.monotonic()
-                    print(f"STARTED {now - pushed['payload']['t']:.9f}", flush=True)
+                if pushed["owner"] != "them":
+                    print("NOT HANDED OVER", flush=True)  # the enqueuer saw no idle worker
+                    continue
+                now = time.monotonic()
+                print(f"STARTED {now - pushed['payload']['t']:.9f}", flush=True)
                 continue
             row = conn.execute(CLAIM, {"owner": "them", "commit": commit}).fetchone()
             if row is not None:

@@ -96,12 +96,12 @@ def floor_in_process(url: str, samples: int) -> list[float]:
     return out
 
 
-def claimer(url: str, commit: str) -> None:
+def claimer(url: str, mode: str) -> None:
     """The other process of `floor across`: LISTEN, claim on each notification, print the delay.
 
-    With `commit` "pushed" it claims nothing: its LISTEN session's `application_name`
-    advertises it as idle, and it starts the job the notification carries, already claimed for
-    it.
+    `mode` "on" or "off" is the claim's `synchronous_commit`. With "pushed" it claims nothing:
+    its LISTEN session's `application_name` advertises it as idle, and it starts the job the
+    notification carries, already claimed for it.
     """
     with (
         psycopg.connect(url, autocommit=True, application_name="q-idle:them") as listen,
@@ -115,7 +115,7 @@ def claimer(url: str, commit: str) -> None:
             notes = list(listen.notifies(timeout=0))
             if not notes:
                 continue
-            if commit == "pushed":
+            if mode == "pushed":
                 pushed = json.loads(notes[-1].payload)
                 if pushed["owner"] != "them":
                     print("NOT HANDED OVER", flush=True)  # the enqueuer saw no idle worker
@@ -123,29 +123,30 @@ def claimer(url: str, commit: str) -> None:
                 now = time.monotonic()
                 print(f"STARTED {now - pushed['payload']['t']:.9f}", flush=True)
                 continue
-            row = conn.execute(CLAIM, {"owner": "them", "commit": commit}).fetchone()
+            row = conn.execute(CLAIM, {"owner": "them", "commit": mode}).fetchone()
             if row is not None:
                 now = time.monotonic()
                 print(f"STARTED {now - row[0]['t']:.9f}", flush=True)
 
 
-def floor_across(url: str, samples: int, commit: str) -> list[float]:
+def floor_across(url: str, samples: int, mode: str) -> list[float]:
+    """Enqueue here, start in a `claimer` child; `mode` as `claimer` takes it."""
     out = []
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(TABLE)
         proc = subprocess.Popen(
-            [sys.executable, __file__, "claimer", url, commit],
+            [sys.executable, __file__, "claimer", url, mode],
             stdout=subprocess.PIPE,
             text=True,
         )
         assert proc.stdout is not None
+        enqueue = ENQUEUE_CLAIMED if mode == "pushed" else ENQUEUE
         try:
             if proc.stdout.readline().strip() != "READY":
                 raise RuntimeError("claimer did not start")
             time.sleep(1.0)
             for _ in range(samples):
                 pause()
-                enqueue = ENQUEUE_CLAIMED if commit == "pushed" else ENQUEUE
                 conn.execute(enqueue, (json.dumps({"t": time.monotonic()}),))
                 line = proc.stdout.readline()
                 if not line.startswith("STARTED "):

@@ -1,12 +1,10 @@
-"""Dashboard sign-in and the session cookie: bearer unchanged, cookie POSTs need the header."""
+"""Dashboard sign-in and the session cookie: bearer unchanged, cookie POSTs need the CSRF token."""
 
 from __future__ import annotations
 
-from deckyard.api.auth import SESSION_COOKIE
+from deckyard.api.auth import SESSION_COOKIE, csrf_token
 from deckyard.jobs import Runtime
 from tests.helpers.api import make_token, running_app
-
-UI = {"x-deckyard-ui": "1"}
 
 
 async def parked_job(rt: Runtime, workspace: str) -> int:
@@ -46,7 +44,7 @@ async def test_signing_in_sets_a_strict_httponly_cookie_that_the_api_accepts(db_
         assert f"#{job_id}" in page.text
 
 
-async def test_cookie_post_needs_the_ui_header(db_url: str) -> None:
+async def test_cookie_post_needs_the_csrf_token(db_url: str) -> None:
     async with running_app(db_url) as (app, client):
         token = (await make_token(app, "alice"))["authorization"].split()[1]
         rt: Runtime = app.state.runtime
@@ -54,9 +52,10 @@ async def test_cookie_post_needs_the_ui_header(db_url: str) -> None:
         client.cookies.set(SESSION_COOKIE, token)
         refused = await client.post(f"/v1/jobs/{job_id}/cancel")
         assert refused.status_code == 403
-        assert refused.json()["error"]["code"] == "UI_HEADER_REQUIRED"
+        assert refused.json()["error"]["code"] == "CSRF_TOKEN_REQUIRED"
         assert (await rt.get(job_id)).status == "pending"  # type: ignore[union-attr]
-        accepted = await client.post(f"/v1/jobs/{job_id}/cancel", headers=UI)
+        csrf = {"x-deckyard-csrf": csrf_token(token)}
+        accepted = await client.post(f"/v1/jobs/{job_id}/cancel", headers=csrf)
         assert accepted.status_code == 200
         assert accepted.json()["status"] == "cancelled"
 

@@ -15,6 +15,7 @@ from deckyard.api.ai import ai_metrics
 from deckyard.api.ai import router as ai_router
 from deckyard.api.audit import AuditMiddleware
 from deckyard.api.audit import router as audit_router
+from deckyard.api.content_headers import ContentHeadersMiddleware
 from deckyard.api.dashboard import router as dashboard_router
 from deckyard.api.dashboard_decks import router as dashboard_decks_router
 from deckyard.api.deck_assets import router as deck_assets_router
@@ -77,6 +78,7 @@ def create_app(settings: Settings, *, node: Node | None = None) -> FastAPI:
     app.add_middleware(IdempotencyMiddleware, max_body_size=settings.api_max_body_bytes)
     app.add_middleware(BodyLimitMiddleware, max_body_size=settings.api_max_body_bytes)
     app.add_middleware(HeadMiddleware)
+    app.add_middleware(ContentHeadersMiddleware)
     app.include_router(health_router)
     app.include_router(metrics_router)
     app.include_router(jobs_router)

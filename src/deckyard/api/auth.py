@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import hmac
 import re
 import secrets
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
+from urllib.parse import urlsplit
 
 from fastapi import Request
 from sqlalchemy import insert, select, update
@@ -20,7 +22,7 @@ from deckyard.jobs import current_actor
 
 TOKEN_PREFIX = "dy_"
 SESSION_COOKIE = "deckyard_session"
-UI_HEADER = "x-deckyard-ui"
+CSRF_HEADER = "x-deckyard-csrf"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 WORKSPACE_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 
@@ -166,12 +168,55 @@ def session_token(request: Request) -> str | None:
     return request.cookies.get(SESSION_COOKIE) or None
 
 
+def csrf_token(session: str) -> str:
+    """The anti-forgery token of a dashboard session: an HMAC of the session's own secret.
+
+    The dashboard's pages carry it and its scripts send it as `X-Deckyard-CSRF`; nothing
+    without the HttpOnly cookie's value can compute it, so neither another site nor a document
+    that runs in a sandboxed (opaque) origin on this host can forge a state change.
+    """
+    return hmac.new(session.encode(), b"deckyard-dashboard-csrf", hashlib.sha256).hexdigest()
+
+
+def cookie_write_refusal(request: Request, session: str) -> ApiError | None:
+    """Why a cookie-authenticated state change is refused, or None when it may go ahead.
+
+    It must come from this origin as the browser tells it (`Origin`, `Sec-Fetch-Site`: headers
+    no script can set; a sandboxed document's requests say `null` / `cross-site`) and carry
+    the session's CSRF token.
+    """
+    if not same_origin(request):
+        return ApiError(
+            403, "CROSS_SITE", f"a cookie-authenticated {request.method} must come from this site"
+        )
+    sent = request.headers.get(CSRF_HEADER, "")
+    if not hmac.compare_digest(sent.encode(), csrf_token(session).encode()):
+        return ApiError(
+            403,
+            "CSRF_TOKEN_REQUIRED",
+            f"a cookie-authenticated {request.method} needs the dashboard's {CSRF_HEADER} token",
+        )
+    return None
+
+
+def same_origin(request: Request) -> bool:
+    """False when the browser says the request came from another site or an opaque origin.
+
+    `Origin` and `Sec-Fetch-Site` are set by the browser, never by a page's script; a request
+    without either (curl, an old browser) is judged by its other credentials alone.
+    """
+    origin = request.headers.get("origin")
+    if origin is not None and urlsplit(origin).netloc != request.headers.get("host"):
+        return False
+    return request.headers.get("sec-fetch-site") in (None, "same-origin", "none")
+
+
 async def any_principal(request: Request) -> Principal:
     """The caller's principal whatever its role, from a bearer token or the dashboard cookie.
 
     A bearer token wins when both are sent. The cookie exists because a browser's EventSource
-    cannot send headers; a cookie-authenticated request that changes state must also carry
-    `X-Deckyard-UI: 1`, which a cross-site form cannot add.
+    cannot send headers; a cookie-authenticated request that changes state must come from this
+    origin and carry the session's CSRF token (`cookie_write_refusal`).
     """
     cached: Principal | None = getattr(request.state, "principal", None)
     if cached is not None:
@@ -182,12 +227,10 @@ async def any_principal(request: Request) -> Principal:
         token = session_token(request)
         if token is None:
             raise ApiError(401, "UNAUTHENTICATED", "send 'Authorization: Bearer <token>'")
-        if request.method not in SAFE_METHODS and request.headers.get(UI_HEADER) != "1":
-            raise ApiError(
-                403,
-                "UI_HEADER_REQUIRED",
-                f"a cookie-authenticated {request.method} needs {UI_HEADER}: 1",
-            )
+        if request.method not in SAFE_METHODS:
+            refusal = cookie_write_refusal(request, token)
+            if refusal is not None:
+                raise refusal
     principal = await token_resolve(request.app.state.db, token)
     if principal is None:
         raise ApiError(401, "UNAUTHENTICATED", "unknown or revoked token")

@@ -3,12 +3,14 @@
 Pages read through the same runtime, executor and readiness code as the API, scoped to the
 signed-in workspace. The session is the token itself in an HttpOnly, SameSite=Strict cookie,
 which `current_principal` also accepts so the browser's EventSource and fetch calls reach the API;
-state-changing calls from the page add `X-Deckyard-UI: 1` (see `deckyard.api.auth`).
+state-changing calls from the page send the session's CSRF token, which every page carries in
+`<meta name="deckyard-csrf">` (see `deckyard.api.auth.cookie_write_refusal`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import posixpath
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -19,7 +21,15 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 
-from deckyard.api.auth import SESSION_COOKIE, Principal, current_principal, token_resolve
+from deckyard.api.auth import (
+    SESSION_COOKIE,
+    Principal,
+    csrf_token,
+    current_principal,
+    same_origin,
+    session_token,
+    token_resolve,
+)
 from deckyard.api.dashboard_format import templates
 from deckyard.api.errors import ApiError
 from deckyard.api.health import readiness
@@ -58,6 +68,8 @@ def page(request: Request, name: str, principal: Principal | None, **ctx: Any) -
     """Render a template with the signed-in workspace in its context."""
     status = ctx.pop("status_code", 200)
     ctx["workspace"] = principal.workspace_id if principal else None
+    session = session_token(request)
+    ctx["csrf"] = csrf_token(session) if session else ""
     return templates.TemplateResponse(request, name, ctx, status_code=status)
 
 
@@ -74,15 +86,19 @@ def not_found(request: Request, principal: Principal, message: str) -> HTMLRespo
     )
 
 
-def same_origin(request: Request) -> bool:
-    """False when a browser says the form came from another site (login CSRF)."""
-    origin = request.headers.get("origin")
-    return origin is None or urlsplit(origin).netloc == request.headers.get("host")
-
-
 def safe_next(value: str) -> str:
-    """A local path to go to after sign-in; anything else becomes the overview."""
-    return value if value.startswith("/") and not value.startswith("//") else "/"
+    """A dashboard page to go to after sign-in (`/` or below `/ui/`); anything else: `/`.
+
+    Never an API or site path: a sign-in link must not open user content (an asset, a hosted
+    site) with the fresh session.
+    """
+    parts = urlsplit(value)
+    if parts.scheme or parts.netloc or "\\" in value or not value.isprintable():
+        return "/"
+    path = posixpath.normpath(parts.path or "/")
+    if path != "/" and not path.startswith("/ui/"):
+        return "/"
+    return path + (f"?{parts.query}" if parts.query else "")
 
 
 @router.get("/ui/static/{name}")

@@ -15,6 +15,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
 from deckyard.api.auth import Principal, current_principal
+from deckyard.api.content_headers import attachment, is_inline
 from deckyard.api.deck_style import gate_outcome
 from deckyard.api.deck_views import ProblemOut
 from deckyard.api.decks import deck_service, owned_deck
@@ -70,18 +71,21 @@ async def list_assets(request: Request, principal: Caller, deck_id: RowId) -> li
 
 @router.get("/{deck_id:int}/assets/{path:path}", response_class=Response)
 async def get_asset(request: Request, principal: Caller, deck_id: RowId, path: str) -> Response:
-    """An asset's bytes with its sniffed media type; `ETag` is its SHA-256."""
+    """An asset's bytes with its sniffed media type; `ETag` is its SHA-256.
+
+    Served sandboxed (`deckyard.api.content_headers`): an image is shown, never run; anything
+    else (a script, a stylesheet, a font, HTML) is a download.
+    """
     deck = await owned_deck(request, principal, deck_id)
     async with deck_service(request).db.read_connection() as conn:
         source = await deck_source(conn, deck)
     asset = source.assets.get(f"assets/{path}")
     if asset is None:
         raise ApiError(404, "NOT_FOUND", f"deck {deck_id} has no asset assets/{path}")
-    return Response(
-        asset.data,
-        media_type=asset.media_type,
-        headers={"ETag": f'"{hashlib.sha256(asset.data).hexdigest()}"'},
-    )
+    headers = {"ETag": f'"{hashlib.sha256(asset.data).hexdigest()}"'}
+    if not is_inline(asset.media_type):
+        headers["Content-Disposition"] = attachment(path.rsplit("/", 1)[-1])
+    return Response(asset.data, media_type=asset.media_type, headers=headers)
 
 
 @router.put(

@@ -23,7 +23,8 @@ FASTAPI_ERROR_SCHEMAS = ("HTTPValidationError", "ValidationError")
 
 DESCRIPTIONS = {
     401: "`UNAUTHENTICATED`: no token, or an unknown or revoked one.",
-    403: "`ROLE_FORBIDDEN`: the token's role may not do this (or `UI_HEADER_REQUIRED`).",
+    403: "`ROLE_FORBIDDEN`: the token's role may not do this (or, for the dashboard's cookie, "
+    "`CSRF_TOKEN_REQUIRED` or `CROSS_SITE`).",
     404: "`NOT_FOUND`: nothing of the caller's workspace has that id.",
     409: "`IDEMPOTENCY_IN_PROGRESS`: the first request with this `Idempotency-Key` still runs.",
     413: "`PAYLOAD_TOO_LARGE`: the body is over the server's limit; nothing was stored.",

@@ -1,8 +1,11 @@
 // Deckyard dashboard: live rows and timelines over SSE, action buttons, page-part refreshes.
-// Every request rides on the HttpOnly session cookie; state changes add X-Deckyard-UI: 1.
+// Every request rides on the HttpOnly session cookie; state changes add the session's CSRF
+// token, which the server put in the page's <meta name="deckyard-csrf">.
 "use strict";
 
-const UI_HEADER = { "X-Deckyard-UI": "1" };
+const CSRF_HEADER = {
+  "X-Deckyard-CSRF": document.querySelector('meta[name="deckyard-csrf"]')?.content ?? "",
+};
 const ACTIVE = new Set(["pending", "running"]);
 const TERMINAL_EVENTS = new Set(["succeeded", "failed", "cancelled"]);
 const abort = new AbortController();
@@ -82,7 +85,7 @@ document.addEventListener("click", async (e) => {
   try {
     const resp = await fetch(button.dataset.action, {
       method: "POST",
-      headers: UI_HEADER,
+      headers: CSRF_HEADER,
       credentials: "same-origin",
     });
     if (resp.status === 401) return signInAgain();

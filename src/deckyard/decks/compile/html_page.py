@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 import posixpath
+import re
 from dataclasses import dataclass, field
 
 from bs4 import BeautifulSoup
@@ -41,6 +42,14 @@ FORMATTER = HTMLFormatter(
 _URL_ATTRS = ("src", "href", "xlink:href", "poster", "background")
 _REVEAL_URL_ATTRS = ("data-src", "data-background-image", "data-background-video")
 _SRCSET_ATTRS = ("srcset", "imagesrcset")
+_IMAGE_URL = re.compile(r"\.(svg|png|jpe?g|gif|bmp|webp|avif)([?#\s]|$)", re.IGNORECASE)
+
+
+def is_image_url(value: str) -> bool:
+    """Whether reveal.js reads a `data-background` value as an image (else it is a colour)."""
+    return bool(_IMAGE_URL.search(value)) or value.startswith(("http:", "https:", "//", "file:"))
+
+
 _HEAD_KEPT = ("script", "noscript", "template")
 _LINK_TAGS = ("a", "area")
 _REVEAL_INSTEAD = (
@@ -195,7 +204,11 @@ class _PageCompiler:
             if key == "href" and tag.name in _LINK_TAGS and is_hyperlink(value):
                 continue
             try:
-                if key in self.url_attrs or (key == "data" and tag.name == "object"):
+                if self.reveal and key == "data-background" and is_image_url(value):
+                    # Inlined, the URL no longer looks like an image to reveal.js's shorthand.
+                    del tag.attrs[name]
+                    tag.attrs["data-background-image"] = self.resolver.resolve(value, self.base)
+                elif key in self.url_attrs or (key == "data" and tag.name == "object"):
                     tag.attrs[name] = self.resolver.resolve(value, self.base)
                 elif key in _SRCSET_ATTRS:
                     tag.attrs[name] = resolve_srcset(value, self.resolver)

@@ -6,7 +6,9 @@ its own), no fragments (all of a slide shows), no controls or progress bar, and 
 auto-sliding; once reveal.js has started, `Reveal.slide(h, v)` shows the slide. reveal.js
 starts before the page's `load` event (its plugins load from `data:` URIs), so the `load`
 listener moves to the slide before the renderer captures; the `ready` promise covers a deck
-whose start comes later. The print document is one page of the deck in reveal.js's own print
+whose start comes later. Lazy media (`data-src`) and slide backgrounds are loaded before `load`,
+so the capture waits for them (reveal.js itself loads them only near the shown slide). The
+print document is one page of the deck in reveal.js's own print
 view (`view: 'print'`), which lays every slide out as a page of the slide's size.
 """
 
@@ -18,7 +20,7 @@ import re
 REVEAL_SCRIPT = re.compile(r"(?:^|/)reveal(?:\.min)?\.js(?:[?#].*)?$")
 """A `<script src>` that loads reveal.js's classic (non-module) bundle."""
 
-_GO = """
+_GO = r"""
 (() => {
   const at = %s;
   const overrides = {
@@ -32,6 +34,33 @@ _GO = """
     if (at) Reveal.slide(at[0], at[1]);
     document.documentElement.dataset.deckyardSlide = at ? at.join('.') : 'print';
   };
+  // reveal.js loads lazy media (`data-src`) and slide backgrounds only near the slide it
+  // shows, and after the page's `load`: load them all now, so the capture waits for them and
+  // no image of another slide counts as broken. A background's image (the compiler turns an
+  // image `data-background` into `data-background-image`) is fetched by a hidden <img>, which
+  // holds `load` and is reported when it fails.
+  const preload = () => {
+    for (const el of document.querySelectorAll('.reveal .slides [data-src]')) {
+      if (['IMG', 'VIDEO', 'AUDIO', 'SOURCE'].includes(el.tagName) && !el.getAttribute('src')) {
+        el.setAttribute('src', el.getAttribute('data-src'));
+      }
+    }
+    for (const slide of document.querySelectorAll('.reveal .slides section')) {
+      const url = slide.getAttribute('data-background-image');
+      if (!url) continue;
+      const img = document.createElement('img');
+      img.hidden = true;
+      img.alt = '';
+      img.dataset.deckyardBackground = '';
+      img.src = url;
+      document.body.appendChild(img);
+    }
+  };
+  if (document.readyState === 'loading') {
+    document.addEventListener('DOMContentLoaded', preload);
+  } else {
+    preload();
+  }
   const initialize = Reveal.initialize;
   Reveal.initialize = (options) => {
     const ready = initialize.call(Reveal, Object.assign({}, options || {}, overrides));

@@ -29,7 +29,12 @@ from deckyard.decks.source.markdown_file import (
     is_markdown_file,
     markdown_theme_files,
 )
-from deckyard.decks.source.reveal_html import INDEX_FILE, deck_from_reveal_html, is_reveal_html
+from deckyard.decks.source.reveal_html import (
+    INDEX_FILE,
+    deck_from_reveal_html,
+    is_reveal_html,
+    reveal_entry,
+)
 
 
 def _read_folder_file(path: Path, relative: str, limits: ZipLimits) -> bytes:
@@ -101,11 +106,17 @@ def load_markdown_file(path: Path, limits: DeckLimits, *, sourced: bool = True) 
     return deck.model_copy(update={"other_files": _other_files(folder, limits.zip)})
 
 
-def _is_reveal_folder(folder: Path) -> bool:
-    index = folder / INDEX_FILE
-    if not index.is_file() or index.is_symlink() or index.stat().st_size > 1_000_000:
-        return False
-    return is_reveal_html(index.read_text(encoding="utf-8", errors="replace"))
+def _reveal_entry(folder: Path) -> str | None:
+    """The HTML file of the reveal.js deck in `folder` (`reveal_entry`), or None."""
+
+    def read(name: str) -> str:
+        path = folder / name
+        if path.is_symlink() or path.stat().st_size > 1_000_000:
+            return ""
+        return path.read_text(encoding="utf-8", errors="replace")
+
+    names = [p.name for p in folder.iterdir() if p.is_file()]
+    return reveal_entry(names, read, str(folder))
 
 
 def _read_tree(folder: Path, limits: ZipLimits) -> dict[str, bytes]:
@@ -129,11 +140,11 @@ def _read_tree(folder: Path, limits: ZipLimits) -> dict[str, bytes]:
     return files
 
 
-def load_reveal_folder(folder: Path, limits: DeckLimits) -> DeckSource:
-    """Load the reveal.js HTML deck in `folder` (`index.html` and the files beside it)."""
+def load_reveal_folder(folder: Path, limits: DeckLimits, entry: str = INDEX_FILE) -> DeckSource:
+    """Load the reveal.js HTML deck in `folder` (its `entry` HTML and the files beside it)."""
     files = _read_tree(folder, limits.zip)
-    text = decode_text(files[INDEX_FILE], INDEX_FILE)
-    return deck_from_reveal_html(text, files, limits)
+    text = decode_text(files[entry], entry)
+    return deck_from_reveal_html(text, files, limits, filename=entry)
 
 
 def load_deck_folder(folder: Path, limits: DeckLimits) -> DeckSource:
@@ -145,18 +156,24 @@ def load_deck_folder(folder: Path, limits: DeckLimits) -> DeckSource:
     """
     if folder.is_file() and is_markdown_file(folder.name):
         return load_markdown_file(folder, limits)
+    if folder.is_file() and folder.suffix.lower() in (".html", ".htm"):
+        text = folder.read_text(encoding="utf-8", errors="replace")
+        if is_reveal_html(text) and not folder.is_symlink():
+            return load_reveal_folder(folder.parent, limits, entry=folder.name)
     if folder.is_file():
         raise DeckSourceError(
             Code.FOLDER_NOT_FOUND,
-            f"{folder} is a file; give a deck folder (deck.toml, pages/) or a Markdown file (.md)",
+            f"{folder} is a file; give a deck folder (deck.toml, pages/), a Markdown file (.md) "
+            "or a reveal.js deck's HTML file",
         )
     if not folder.is_dir():
         raise DeckSourceError(Code.FOLDER_NOT_FOUND, f"{folder} is not a folder")
     manifest_path = folder / MANIFEST_FILE
     if not manifest_path.is_file():
         markdown = sorted(p for p in folder.iterdir() if p.is_file() and is_markdown_file(p.name))
-        if _is_reveal_folder(folder):
-            return load_reveal_folder(folder, limits)
+        entry = _reveal_entry(folder)
+        if entry is not None:
+            return load_reveal_folder(folder, limits, entry)
         hint = f"; to render the Markdown deck, give the file: {markdown[0]}" if markdown else ""
         raise missing_manifest(f"in {folder}{hint}")
     data = _read_folder_file(manifest_path, MANIFEST_FILE, limits.zip)

@@ -6,14 +6,15 @@ lines that initialise reveal.js without transitions, hash or fragments and go to
 through reveal.js's own API (`Reveal.slide(h, v)`). The deck's CSS is not scoped, so its theme
 stays as written. The folder's files become assets under `assets/`, where the page's references
 are resolved. The slides are counted from the markup (`.reveal .slides > section`, nested
-sections as vertical slides); what this cannot see (a `data-markdown` section that reveal.js
-splits at run time) is a warning.
+sections as vertical slides, hidden ones left out as reveal.js removes them), after the
+`data-markdown` sections are cut into their slides as reveal.js's Markdown plugin cuts them
+(`reveal_markdown.py`). A deck's HTML file need not be `index.html` (`reveal_entry`).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from bs4 import BeautifulSoup
@@ -24,6 +25,7 @@ from deckyard.decks.errors import DeckSourceErrorCode as Code
 from deckyard.decks.source.assemble import ASSETS_DIR, assemble_deck, parse_manifest
 from deckyard.decks.source.deck_source import DeckSource, PageKind, PageSource, SourceWarning
 from deckyard.decks.source.limits import DeckLimits
+from deckyard.decks.source.reveal_markdown import NEVER, expand_markdown_sections, markdown_notes
 
 INDEX_FILE = "index.html"
 REVEAL_WIDTH = 960
@@ -46,6 +48,7 @@ def section_notes(section: Tag) -> list[str]:
     """The speaker notes of one reveal.js slide: its `aside.notes` and its `data-notes`."""
     notes = [a.get_text().strip() for a in section.select("aside.notes")]
     notes += [str(section["data-notes"]).strip()] if section.has_attr("data-notes") else []
+    notes += [n for n in [markdown_notes(section)] if n]
     return [n for n in notes if n]
 
 
@@ -70,18 +73,47 @@ def is_reveal_html(text: str) -> bool:
     )
 
 
+def _shown_sections(parent: Tag) -> list[Tag]:
+    """The child `<section>`s of `parent` that reveal.js keeps: it removes every slide marked
+    `data-visibility="hidden"` when it starts, so later slides' indices close the gap."""
+    return [
+        c
+        for c in parent.find_all("section", recursive=False)
+        if isinstance(c, Tag) and c.get("data-visibility") != "hidden"
+    ]
+
+
 def reveal_slides(soup: BeautifulSoup) -> list[tuple[int, int, Tag]]:
-    """(h, v, section) of each slide in showing order."""
+    """(h, v, section) of each slide reveal.js shows, in its order (hidden slides left out)."""
     container = soup.select_one(".reveal > .slides")
     if container is None:
         return []
     found: list[tuple[int, int, Tag]] = []
-    stacks = [c for c in container.find_all("section", recursive=False) if isinstance(c, Tag)]
-    for h, stack in enumerate(stacks):
-        inner = [c for c in stack.find_all("section", recursive=False) if isinstance(c, Tag)]
-        for v, section in enumerate(inner or [stack]):
+    for h, stack in enumerate(_shown_sections(container)):
+        for v, section in enumerate(_shown_sections(stack) or [stack]):
             found.append((h, v, section))
     return found
+
+
+def reveal_entry(names: list[str], read: Callable[[str], str], where: str) -> str | None:
+    """The HTML file of a reveal.js deck among the top-level `names` of a folder or ZIP.
+
+    `index.html` when it is a reveal.js deck, else the one top-level `.html` file that is;
+    None when none is. Several candidates and no `index.html` is an error naming them, since
+    picking one would render a deck the user may not have meant.
+    """
+    if INDEX_FILE in names and is_reveal_html(read(INDEX_FILE)):
+        return INDEX_FILE
+    found = sorted(
+        n for n in names if n.lower().endswith((".html", ".htm")) and is_reveal_html(read(n))
+    )
+    if len(found) > 1:
+        raise DeckSourceError(
+            Code.NO_PAGES,
+            f"{where} holds several reveal.js decks ({', '.join(found)}) and no index.html; "
+            f"give the one to render as the deck (e.g. {where.rstrip('/')}/{found[0]})",
+        )
+    return found[0] if found else None
 
 
 def _size(soup: BeautifulSoup) -> dict[str, int]:
@@ -102,7 +134,7 @@ def _warnings(
     out: list[SourceWarning] = []
     for number, (_h, _v, section) in enumerate(slides, start=1):
         line = section.sourceline
-        if section.has_attr("data-markdown"):
+        if section.has_attr("data-markdown") and section.get("data-separator") != NEVER:
             out.append(
                 SourceWarning(
                     file=filename,
@@ -138,6 +170,9 @@ def deck_from_reveal_html(
 ) -> DeckSource:
     """The reveal.js deck in `text` (its `index.html`) with the `files` beside it."""
     soup = BeautifulSoup(text, "html5lib")
+    split_warnings = expand_markdown_sections(soup, files, filename)
+    if any(s.get("data-separator") == NEVER for s in soup.select("section[data-markdown]")):
+        text = str(soup)
     slides = reveal_slides(soup)
     if not slides:
         raise DeckSourceError(
@@ -161,5 +196,5 @@ def deck_from_reveal_html(
     assets = {ASSETS_DIR + path: data for path, data in files.items() if path != filename}
     source = assemble_deck(manifest, assets, limits, manifest_file=filename, extra_pages=pages)
     return source.model_copy(
-        update={"warnings": [*source.warnings, *_warnings(slides, soup, filename)]}
+        update={"warnings": [*source.warnings, *split_warnings, *_warnings(slides, soup, filename)]}
     )

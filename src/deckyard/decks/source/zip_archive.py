@@ -28,7 +28,7 @@ from deckyard.decks.source.markdown_file import (
     is_markdown_file,
     markdown_theme_files,
 )
-from deckyard.decks.source.reveal_html import INDEX_FILE, deck_from_reveal_html, is_reveal_html
+from deckyard.decks.source.reveal_html import deck_from_reveal_html, reveal_entry
 from deckyard.decks.source.zipsafe import read_zip
 
 _SKIPPED_TOP = ("__MACOSX/",)
@@ -62,17 +62,20 @@ def _single_markdown(entries: Mapping[str, bytes]) -> tuple[str, str] | None:
     return (top, markdown[0]) if len(markdown) == 1 else None
 
 
-def _reveal_top(entries: Mapping[str, bytes]) -> str | None:
-    """The folder prefix of a reveal.js HTML deck's `index.html` in a ZIP without deck.toml."""
+def _reveal_top(entries: Mapping[str, bytes]) -> tuple[str, str] | None:
+    """The folder prefix and HTML file of a reveal.js deck in a ZIP without deck.toml."""
     kept = [n for n in entries if not n.startswith(_SKIPPED_TOP)]
     if any(n == MANIFEST_FILE or n.endswith("/" + MANIFEST_FILE) for n in kept):
         return None
     tops = {n.split("/", 1)[0] for n in kept}
     top = tops.pop() + "/" if len(tops) == 1 and all("/" in n for n in kept) else ""
-    index = entries.get(top + INDEX_FILE)
-    if index is None or not is_reveal_html(index.decode("utf-8", errors="replace")):
-        return None
-    return top
+    names = [n[len(top) :] for n in kept if n.startswith(top) and "/" not in n[len(top) :]]
+    entry = reveal_entry(
+        names,
+        lambda name: entries[top + name].decode("utf-8", errors="replace"),
+        f"the ZIP's {top or 'top'} folder",
+    )
+    return None if entry is None else (top, entry)
 
 
 def load_deck_zip(data: bytes, limits: DeckLimits) -> DeckSource:
@@ -94,8 +97,10 @@ def load_deck_zip(data: bytes, limits: DeckLimits) -> DeckSource:
         return deck_from_markdown(text, name, files, limits)
     reveal = _reveal_top(entries)
     if reveal is not None:
-        files = {k[len(reveal) :]: v for k, v in entries.items() if k.startswith(reveal)}
-        return deck_from_reveal_html(decode_text(files[INDEX_FILE], INDEX_FILE), files, limits)
+        top, entry = reveal
+        files = {k[len(top) :]: v for k, v in entries.items() if k.startswith(top)}
+        text = decode_text(files[entry], entry)
+        return deck_from_reveal_html(text, files, limits, filename=entry)
     files = _strip_top_folder(entries)
     manifest = checked_manifest(files[MANIFEST_FILE], files, limits)
     return assemble_deck(manifest, files, limits)

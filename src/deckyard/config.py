@@ -281,6 +281,14 @@ class Settings(BaseSettings):
     render_workspace_cap: int = Field(4, ge=1)
     render_queue_limit: int = Field(1000, ge=1)
     render_workspace_queue_limit: int = Field(200, ge=1)
+    render_workspace_slot_share: float = Field(
+        0.5,
+        gt=0,
+        le=1,
+        description="Share of the live renderers' slots one workspace's attempts may hold at "
+        "once (at least one slot; also at most render_workspace_cap); beyond it its requests "
+        "wait while other workspaces' are admitted. 1 lets one workspace take every slot.",
+    )
     render_restart_backoff_seconds: float = Field(1.0, gt=0)
     render_restart_backoff_max_seconds: float = Field(30.0, gt=0)
     artifact_store_url: str | None = None
@@ -375,12 +383,33 @@ class Settings(BaseSettings):
         2 * 1024 * 1024 * 1024, ge=1024, description="Sum of a built site's unpacked files."
     )
     deck_markdown_html: bool = Field(True, description="Allow raw HTML inside Markdown pages.")
+    deck_fetch_remote: bool = Field(
+        True,
+        description="Download the images, fonts and stylesheets a deck refers to by URL when "
+        "it is uploaded or validated (through the SSRF guard; off refuses them).",
+    )
+    deck_fetch_remote_max_files: int = Field(
+        50, ge=0, le=10_000, description="Remote files fetched for one deck; more are warnings."
+    )
+    deck_fetch_remote_timeout_seconds: float = Field(
+        15.0, gt=0, description="Longest download of one remote file."
+    )
+    deck_fetch_remote_cache_seconds: float = Field(
+        86_400.0, ge=0, description="How long `deckyard render` reuses a cached remote file."
+    )
     deck_markdown_extensions: list[str] = Field(
         default_factory=lambda: ["table", "strikethrough"],
         description="markdown-it rules enabled on top of CommonMark.",
     )
+    deck_marp_timeout_seconds: float = Field(
+        60.0, gt=0, description="How long Marp's engine (Node) may take to convert one deck."
+    )
     deck_validate_render_timeout_seconds: float = Field(
-        60.0, gt=0, description="How long a page's render check may wait before `unavailable`."
+        75.0,
+        gt=0,
+        description="How long a page's render check may wait before `unavailable`. Keep it "
+        "above render_attempt_timeout_seconds (the page's budget), so that a page which spends "
+        "its whole budget is answered `failed` (RENDER_PAGE_BUDGET_EXCEEDED), not `unavailable`.",
     )
     deck_job_timeout_seconds: float = Field(
         300.0, gt=0, description="Longest run of one deck job (validate, edit, build, export)."
@@ -396,6 +425,26 @@ class Settings(BaseSettings):
     )
     deck_api_wait_seconds: float = Field(
         90.0, gt=0, description="How long a synchronous deck route waits for its job."
+    )
+    deck_compile_processes: int = Field(
+        2,
+        ge=0,
+        le=64,
+        description="Worker processes that load and compile large decks off the API's event "
+        "loop (started on first use); 0 compiles every deck in a thread instead.",
+    )
+    deck_compile_process_min_bytes: int = Field(
+        64 * 1024,
+        ge=0,
+        description="Page and theme text (bytes) from which a compile goes to a worker "
+        "process; smaller ones run in a thread, where a process round trip would cost more.",
+    )
+    deck_compile_nice: int = Field(
+        10,
+        ge=0,
+        le=19,
+        description="Nice value added to the compile worker processes, so the API's own "
+        "requests come first on a busy machine.",
     )
     deck_require_if_match: bool = Field(
         False,

@@ -136,6 +136,7 @@ class Node:
             await self.tasks.stop()
             await self.runtime.stop()
             await self.ai.close()
+            await self.decks.close()
         finally:
             await self.db.dispose()
             self.started = False

@@ -52,6 +52,7 @@ DRILL_SETTINGS: dict[str, Any] = {
     "render_max_attempts": 3,
     "render_global_cap": CAP,
     "render_workspace_cap": CAP,
+    "render_workspace_slot_share": 1.0,
     "render_probe_interval_seconds": 0.5,
     "render_idle_poll_ceiling_seconds": 1.0,
     "renderer_secret": SECRET,

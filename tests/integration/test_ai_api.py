@@ -11,58 +11,21 @@ from __future__ import annotations
 import asyncio
 import base64
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
-import httpx
-from fastapi import FastAPI
 from sqlalchemy import func, select
 
 from deckyard.ai.schema import ai_models
 from deckyard.decks.schema import asset_blobs, deck_assets
 from deckyard.jobs import Runtime
+from tests.helpers.ai import ai_app, events, finished, new_deck
 from tests.helpers.api import make_token, running_app
-from tests.helpers.decks import counts, json_deck
+from tests.helpers.decks import counts
 from tests.helpers.eventually import eventually
-from tests.helpers.fake_openai import FakeOpenAI, Reply, png_bytes
+from tests.helpers.fake_openai import Reply, png_bytes
 
 BROKEN = "Here is the page:\n```markdown\n# Agenda\n\n![logo](assets/missing.png)\n```\n"
 FIXED = "```markdown\n# Agenda\n\n- one\n- two\n```"
-
-
-@asynccontextmanager
-async def ai_app(
-    db_url: str, **over: Any
-) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient, FakeOpenAI]]:
-    async with FakeOpenAI() as fake:
-        settings = {
-            "ai_base_url": fake.base_url,
-            "ai_api_key": "sk-test",
-            "ai_text_model": "fake-text",
-            "ai_image_model": "fake-image",
-            "ai_catalog_cron": None,
-            **over,
-        }
-        async with running_app(db_url, **settings) as (app, client):
-            yield app, client, fake
-
-
-async def new_deck(client: httpx.AsyncClient, headers: dict[str, str]) -> int:
-    made = await client.post("/v1/decks", json=json_deck("# Hello"), headers=headers)
-    assert made.status_code == 201, made.text
-    return int(made.json()["id"])
-
-
-async def finished(app: FastAPI, response: httpx.Response) -> Any:
-    assert response.status_code == 202, response.text
-    rt: Runtime = app.state.runtime
-    return await rt.wait(response.json()["id"], timeout=60)
-
-
-async def events(app: FastAPI, job_id: int, kind: str) -> list[Any]:
-    rt: Runtime = app.state.runtime
-    return [e.data async for e in rt.events(job_id, follow=False) if e.type == kind]
 
 
 async def test_not_configured_answers_503_and_changes_nothing(db_url: str) -> None:
@@ -302,25 +265,18 @@ async def test_generated_image_becomes_an_asset(db_url: str) -> None:
         assert put.status_code == 201, put.text
 
         before = await counts(app)
-        for reply, code in (
-            (
-                Reply(body={"created": 1, "data": [{"b64_json": "bm90IGFuIGltYWdl"}]}),
-                "AI_IMAGE_INVALID",
-            ),
-            (None, "AI_IMAGE_WRONG_SIZE"),
+        wrong_size = base64.b64encode(png_bytes(300, 256)).decode()
+        for data, code, says in (
+            ("bm90IGFuIGltYWdl", "AI_IMAGE_INVALID", "not an image file"),
+            (wrong_size, "AI_IMAGE_WRONG_SIZE", "300x256, not the 256x256"),
         ):
-            if reply is None:
-                reply = Reply(
-                    body={
-                        "created": 1,
-                        "data": [{"b64_json": base64.b64encode(png_bytes(300, 256)).decode()}],
-                    }
-                )
-            fake.images.append(reply)
+            fake.images.append(Reply(body={"created": 1, "data": [{"b64_json": data}]}))
             done = await finished(
                 app, await client.post(gen, json={"prompt": "x", "size": "256x256"}, headers=alice)
             )
             assert done.status == "failed" and done.error_code == code, done.error_message
+            message = done.error_message or ""
+            assert says in message and "BytesIO" not in message and " at 0x" not in message, message
         assert await counts(app) == before
         bad = await client.post(gen, json={"prompt": "x", "size": "7x7"}, headers=alice)
         assert bad.status_code == 422 and bad.json()["error"]["code"] == "INVALID_IMAGE_SIZE"
@@ -411,45 +367,56 @@ async def test_a_version_written_meanwhile_is_not_overwritten(db_url: str) -> No
         assert page["source"] == "# Mine\n"
 
 
-async def test_deck_from_an_outline_is_written_slide_after_slide(db_url: str) -> None:
+async def test_url_only_image_answer_fails_at_once_without_retry(db_url: str) -> None:
+    async with ai_app(db_url, ai_image_sizes=["256x256"]) as (app, client, fake):
+        alice = await make_token(app, "alice")
+        deck = await new_deck(client, alice)
+        before = await counts(app)
+        fake.images.append(
+            Reply(body={"created": 1, "data": [{"url": "http://127.0.0.1:9/cat.png"}]})
+        )
+        done = await finished(
+            app,
+            await client.post(
+                f"/v1/decks/{deck}/assets:generate",
+                json={"prompt": "a cat", "size": "256x256"},
+                headers=alice,
+            ),
+        )
+        assert done.status == "failed" and done.error_code == "AI_IMAGE_URL_ONLY"
+        assert "URL" in (done.error_message or "")
+        assert done.attempt == 1
+        assert len(fake.seen("/v1/images/generations")) == 1, "one paid call, not four"
+        assert await counts(app) == before
+
+
+async def test_versions_a_model_writes_carry_the_jobs_actor(db_url: str) -> None:
     async with ai_app(db_url) as (app, client, fake):
         alice = await make_token(app, "alice")
-        fake.chat.extend(
-            [Reply("```md\n# Why\n\nBecause.\n```"), Reply(BROKEN), Reply("```md\n# How\n```")]
+        deck = await new_deck(client, alice)
+        fake.chat.extend([Reply(FIXED), Reply("```md\n# Closing\n```")])
+        edit = await finished(
+            app,
+            await client.post(
+                f"/v1/decks/{deck}/pages/01-hello/ai-edit",
+                json={"instruction": "x", "skip_visual_verification": True},
+                headers=alice,
+            ),
         )
-        body = {
-            "title": "Launch",
-            "outline": ["Why we launch", "How it works!"],
-            "slide": {"width": 1280, "height": 720},
-            "skip_visual_verification": True,
-        }
-        r = await client.post("/v1/decks/from-outline", json=body, headers=alice)
-        assert r.status_code == 202, r.text
-        deck, first = r.json()["deck_id"], r.json()["job"]["id"]
-        rt: Runtime = app.state.runtime
-        assert (await rt.wait(first, timeout=60)).status == "succeeded"
-
-        async def both() -> bool:
-            pages = (await client.get(f"/v1/decks/{deck}", headers=alice)).json()["pages"]
-            return len(pages) == 3
-
-        await eventually(both, timeout=60)
-        [second] = await rt.list(parent_id=first)
-        done = await rt.wait(second.id, timeout=60)
-        assert done.status == "succeeded" and done.result["rounds"] == 2
-        shown = (await client.get(f"/v1/decks/{deck}", headers=alice)).json()
-        assert [p["page"] for p in shown["pages"]] == [
-            "01-title",
-            "02-why-we-launch",
-            "03-how-it-works",
-        ]
-        prompt = fake.seen("/v1/chat/completions")[1].body["messages"][1]["content"]
-        assert (
-            "3. How it works!" in prompt
-            and "1280x720" in fake.requests[1].body["messages"][0]["content"]
+        create = await finished(
+            app,
+            await client.post(
+                f"/v1/decks/{deck}/pages/02-closing/ai-create",
+                json={"prompt": "a closing slide", "skip_visual_verification": True},
+                headers=alice,
+            ),
         )
-        assert await rt.list(parent_id=second.id) == []
-        bad = await client.post(
-            "/v1/decks/from-outline", json={"title": "x", "outline": []}, headers=alice
-        )
-        assert bad.status_code == 422
+        assert edit.status == create.status == "succeeded", (edit.error_message, create)
+        actor = edit.actor_token_id
+        assert actor is not None and create.actor_token_id == actor
+        for page, number in (("01-hello", 2), ("02-closing", 1)):
+            versions = (
+                await client.get(f"/v1/decks/{deck}/pages/{page}/versions", headers=alice)
+            ).json()
+            [written] = [v for v in versions if v["number"] == number]
+            assert written["actor_token_id"] == actor, (page, written)

@@ -162,3 +162,20 @@ def test_retry_after_forms() -> None:
 
 async def _true(value: bool) -> bool:
     return value
+
+
+async def test_an_image_url_instead_of_bytes_is_a_content_answer_not_retried() -> None:
+    async with FakeOpenAI() as fake:
+        fake.images.append(
+            Reply(body={"created": 1, "data": [{"url": "http://127.0.0.1:9/a.png"}]})
+        )
+        p = provider(fake)
+        try:
+            with pytest.raises(JobError) as caught:
+                await p.image("a cat", "256x256", workspace_id="w")
+        finally:
+            await p.close()
+        assert caught.value.code == AiErrorCode.IMAGE_URL_ONLY
+        assert caught.value.retryable is False
+        assert "URL" in str(caught.value)
+        assert len(fake.seen("/v1/images/generations")) == 1

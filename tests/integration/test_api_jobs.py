@@ -5,7 +5,10 @@ from __future__ import annotations
 import asyncio
 import json
 
+from deckyard.clock import SYSTEM_CLOCK
 from deckyard.jobs import JobContext, Runtime
+from deckyard.render.control.models import RendererState
+from deckyard.render.control.store import RendererSeen, renderer_list, renderer_upsert_if_changed
 from tests.helpers.api import make_token, running_app
 
 
@@ -157,7 +160,10 @@ async def test_readyz_shows_details_only_with_the_token(db_url: str) -> None:
         assert public.status_code == 200
         body = public.json()
         assert body["status"] == "ready"
-        assert body["checks"] and all(c == {"ok": True} for c in body["checks"].values())
+        # no renderer (`renderers=0`): said, though it does not make the node unready
+        others = dict(body["checks"])
+        assert others.pop("renderers") == {"ok": False}
+        assert others and all(c == {"ok": True} for c in others.values())
         text = public.text
         assert app.state.db.display_name not in text and "127.0.0.1" not in text
         assert app.state.render.store.url not in text
@@ -172,6 +178,29 @@ async def test_readyz_shows_details_only_with_the_token(db_url: str) -> None:
     async with running_app(db_url, readyz_public_details=True) as (app, client):
         shown = (await client.get("/readyz")).json()
         assert shown["checks"]["database"]["url"] == app.state.db.display_name
+
+
+async def test_readyz_says_when_no_renderer_is_up_without_being_unready(db_url: str) -> None:
+    async with running_app(db_url, readyz_public_details=True, renderers=0) as (app, client):
+        ready = await client.get("/readyz")
+        assert (ready.status_code, ready.json()["status"]) == (200, "ready")
+        check = ready.json()["checks"]["renderers"]
+        assert check["ok"] is False and check["up"] == 0 and check["configured"] == 0
+        assert "no renderer is configured" in check["error"]
+        # another node's renderer, registered in the shared database, serves this API-only node
+        async with app.state.db.write_transaction() as conn:
+            seen = RendererSeen("r1", "http://r1", RendererState.UP, "host:1", "e1", slots=2)
+            await renderer_upsert_if_changed(conn, None, seen, SYSTEM_CLOCK.now())
+        check = (await client.get("/readyz")).json()["checks"]["renderers"]
+        assert check["ok"] is True and check["up"] == 1 and "error" not in check
+        async with app.state.db.write_transaction() as conn:
+            [known] = await renderer_list(conn)
+            down = RendererSeen("r1", "http://r1", RendererState.DOWN, error="refused")
+            await renderer_upsert_if_changed(conn, known, down, SYSTEM_CLOCK.now())
+        ready = await client.get("/readyz")
+        assert ready.status_code == 200
+        check = ready.json()["checks"]["renderers"]
+        assert check["ok"] is False and check["error"].startswith("no renderer is up")
 
 
 async def test_metrics_parse_and_move_with_work(db_url: str) -> None:

@@ -12,7 +12,8 @@ import pytest
 from fastapi import FastAPI
 
 from deckyard.api import dashboard
-from deckyard.api.auth import SESSION_COOKIE
+from deckyard.api.auth import SESSION_COOKIE, TokenRole, token_create
+from deckyard.clock import SYSTEM_CLOCK
 from deckyard.jobs import EnqueueSpec, JobContext, Runtime
 from deckyard.tasks import TaskExecutor
 from deckyard.tasks.executor import Stage, StageContext, TaskKind
@@ -165,3 +166,33 @@ async def test_static_files_are_served_and_nothing_else(db_url: str) -> None:
         assert (await client.get("/ui/static/..%2Fdashboard.py")).status_code == 404
         form = await client.get("/ui/sign-in")
         assert 'action="/ui/session"' in form.text
+
+
+async def test_a_viewer_is_shown_no_cancel_or_retry(db_url: str) -> None:
+    """The API refuses a viewer's cancel and retry (403); the pages do not offer them."""
+    async with running_app(db_url) as (app, client):
+        viewer = await token_create(
+            app.state.db, "alice", SYSTEM_CLOCK.now(), role=TokenRole.VIEWER
+        )
+        client.cookies.set(SESSION_COOKIE, viewer)
+        rt: Runtime = app.state.runtime
+        ex: TaskExecutor = app.state.tasks
+        parked = await rt.enqueue("k", queue="parked", run_at=3600, workspace_id="alice")
+        cancelled = await rt.enqueue("k", queue="parked", run_at=3600, workspace_id="alice")
+        await rt.cancel(cancelled.id)
+
+        async def parks(ctx: StageContext) -> list[EnqueueSpec]:
+            return [EnqueueSpec("k", queue="parked", run_at=3600)]
+
+        ex.register(TaskKind("parks", [Stage("park", parks)]))
+        task_id = await ex.create("parks", {}, workspace_id="alice")
+        active = (await client.get(f"/ui/jobs/{parked.id}")).text
+        ended = (await client.get(f"/ui/jobs/{cancelled.id}")).text
+        task = (await client.get(f"/ui/tasks/{task_id}")).text
+        assert "pending" in active and "cancelled" in ended
+        for page in (active, ended, task):
+            assert "data-action=" not in page
+        refused = await client.post(
+            f"/v1/jobs/{cancelled.id}/retry", headers={"authorization": f"Bearer {viewer}"}
+        )
+        assert refused.status_code == 403

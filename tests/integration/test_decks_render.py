@@ -94,14 +94,16 @@ async def test_renderer_up(db_url: str) -> None:
         assert put.json()["version"]["number"] == 2
         assert put.json()["version"]["skipped_visual_verification"] is False
 
-        # a page screenshot: deduped while active, pointer set at the finish
-        shot = await client.post(f"{base}/pages/06-thanks/screenshot", headers=alice)
-        again = await client.post(f"{base}/pages/06-thanks/screenshot", headers=alice)
+        # a page screenshot (at other settings than the edit's render, which the version keeps):
+        # deduped while active, pointer set at the finish
+        half = {"scale": 0.5}
+        shot = await client.post(f"{base}/pages/06-thanks/screenshot", json=half, headers=alice)
+        again = await client.post(f"{base}/pages/06-thanks/screenshot", json=half, headers=alice)
         assert shot.json()["id"] == again.json()["id"]
         done = await rt.wait(shot.json()["id"], timeout=120)
         assert done.status == "succeeded", (done.error_code, done.error_message)
         art = await client.get(f"/v1/jobs/{done.id}/artifact", headers=alice)
-        assert png_size(art.content) == (1920, 1080)
+        assert png_size(art.content) == (960, 540)
         page = (await client.get(f"{base}/pages/06-thanks", headers=alice)).json()
         assert page["screenshot"]["job_id"] == done.id
         assert page["screenshot"]["sha256"] == done.result["sha256"]
@@ -120,7 +122,8 @@ async def test_renderer_up(db_url: str) -> None:
         assert done.status == "succeeded", (done.error_code, done.error_message)
         assert done.result["browser_check"] == "passed"
         assert done.result["browser"]["failed_requests"] == 0
-        assert done.result["browser"]["files_served"] >= 7  # 6 pages and the manifest
+        # the index loads the manifest and the first page; the other pages are not sent
+        assert done.result["browser"]["files_served"] == 2
         site = await client.get(f"/v1/jobs/{done.id}/artifact", headers=alice)
         assert site.headers["content-type"] == "application/zip"
         assert verify_site_zip(site.content, site_zip_limits(app.state.settings)).page_count == 6
@@ -166,6 +169,43 @@ async def test_a_page_version_is_rendered_once(db_url: str) -> None:
         assert await render_request_count(app) == renders + 1
         art = await client.get(f"/v1/jobs/{done.id}/artifact", headers=alice)
         assert png_size(art.content) == (960, 540)
+
+
+async def test_an_edit_keeps_its_render_as_the_new_versions_thumbnail(db_url: str) -> None:
+    """The write gate renders the edited page; that render is the version's screenshot, so the
+    dashboard shows it at once instead of "no screenshot yet" after every edit."""
+    async with running_app(db_url, renderers=1) as (app, client):
+        alice = await make_token(app, "alice")
+        made = await client.post("/v1/decks/zip", content=folder_zip(), headers={**alice, **ZIP})
+        deck_id = made.json()["id"]
+        base = f"/v1/decks/{deck_id}/pages/02-agenda"
+        renders = await render_request_count(app)
+        put = await client.put(base, json={"source": "# Agenda, edited\n"}, headers=alice)
+        assert put.status_code == 201, put.text
+        page = (await client.get(base, headers=alice)).json()
+        assert page["number"] == 2 and page["validation"]["status"] == "passed"
+        pointer = page["screenshot"]
+        assert pointer is not None, "the edit's render was not kept"
+        assert (pointer["width"], pointer["height"], pointer["format"]) == (1920, 1080, "png")
+        assert await render_request_count(app) == renders + 1
+
+        html = (await client.get(f"/ui/decks/{deck_id}", headers=alice)).text
+        card = html.split('data-testid="page-02-agenda"', 1)[1].split("</article>", 1)[0]
+        assert "no screenshot yet" not in card
+        src = re.search(r'<img src="([^"]+)" alt="Screenshot of 02-agenda"', card)
+        assert src is not None, card
+        thumb = await client.get(src.group(1).replace("&amp;", "&"), headers=alice)
+        assert thumb.status_code == 200 and png_size(thumb.content) == (1920, 1080)
+
+        # a theme edit writes a version of every page, each with the render that checked it
+        theme = await client.put(
+            f"/v1/decks/{deck_id}/theme", json={"css": "h1 { color: teal; }"}, headers=alice
+        )
+        assert theme.status_code == 201, theme.text
+        deck = (await client.get(f"/v1/decks/{deck_id}", headers=alice)).json()
+        for name in [p["page"] for p in deck["pages"]]:
+            page = (await client.get(f"/v1/decks/{deck_id}/pages/{name}", headers=alice)).json()
+            assert page["screenshot"] is not None, name
 
 
 async def test_a_deck_validation_reports_each_page_as_page_validate_does(db_url: str) -> None:

@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
+import httpx
 from fastapi import FastAPI
 
+from deckyard.api.app import create_app
 from deckyard.api.auth import TokenRole, token_create
-from deckyard.clock import SYSTEM_CLOCK
+from deckyard.clock import SYSTEM_CLOCK, FakeClock
 from deckyard.jobs import Runtime
+from deckyard.node import Node
 from tests.helpers.api import make_token, running_app
 from tests.helpers.eventually import eventually
+from tests.helpers.runtime import fast_settings
 
 
 async def worker_token(app: FastAPI, workspace: str) -> dict[str, str]:
@@ -82,10 +88,16 @@ async def test_claim_heartbeat_complete_and_scoping(db_url: str) -> None:
             headers=agent,
         )
         assert done.status_code == 200 and done.json()["status"] == "succeeded"
+        # completing again with the token that succeeded is idempotent: the job as it is
         again = await client.post(
             f"/v1/claims/{job_id}/complete", json={"token": token}, headers=agent
         )
-        assert again.status_code == 409
+        assert again.status_code == 200, again.text
+        assert again.json()["status"] == "succeeded" and again.json()["result"] == {"ok": 1}
+        stranger = await client.post(
+            f"/v1/claims/{job_id}/complete", json={"token": "1.ext:a1:0000"}, headers=agent
+        )
+        assert stranger.status_code == 409 and stranger.json()["error"]["code"] == "LEASE_LOST"
         job = await rt.get(job_id)
         assert job is not None and job.result == {"ok": 1}
         types = [e.type async for e in rt.events(job_id, follow=False)]
@@ -182,3 +194,85 @@ async def test_fail_retries_by_policy_and_cancel_reaches_the_heartbeat(db_url: s
         assert bad.status_code == 422 and "error" in bad.json()
         bad = await client.post("/v1/queues/q/jobs", json={"kind": "k", "extra": 1}, headers=alice)
         assert bad.status_code == 422
+
+
+@asynccontextmanager
+async def app_on(
+    db_url: str, clock: FakeClock, **over: Any
+) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
+    """The app with every component on `clock` (its loops still wait in real time)."""
+    settings = fast_settings(database_url=db_url, **over)
+    app = create_app(settings, node=Node(settings, clock=clock))
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://deckyard.test") as c:
+            yield app, c
+
+
+async def test_deadline_stops_heartbeats_and_refuses_a_late_result(db_url: str) -> None:
+    clock = FakeClock()
+    async with app_on(db_url, clock, ai_external_lease_seconds=60) as (app, client):
+        alice = await make_token(app, "alice")
+        agent = await worker_token(app, "alice")
+        rt: Runtime = app.state.runtime
+        body = {"kind": "k", "deadline_seconds": 30, "max_attempts": 3}
+        made = (await client.post("/v1/queues/q/jobs", json=body, headers=alice)).json()
+        job_id = made["id"]
+        deadline = made["deadline_at"]
+        claim = await client.post("/v1/queues/q/claim", json={"worker": "w"}, headers=agent)
+        assert claim.status_code == 200, claim.text
+        token = claim.json()["token"]
+        assert claim.json()["lease_expires_at"] == deadline  # 60 s lease, 30 s to the deadline
+
+        clock.advance(10)
+        beat = await client.post(
+            f"/v1/claims/{job_id}/heartbeat", json={"token": token}, headers=agent
+        )
+        assert beat.status_code == 200 and beat.json()["lease_expires_at"] == deadline
+
+        clock.advance(25)  # past the deadline, whether or not recovery ran yet
+        late_beat = await client.post(
+            f"/v1/claims/{job_id}/heartbeat", json={"token": token}, headers=agent
+        )
+        assert late_beat.status_code == 409, late_beat.text
+        assert late_beat.json()["error"]["code"] == "DEADLINE_EXCEEDED"
+        late = await client.post(
+            f"/v1/claims/{job_id}/complete", json={"token": token, "result": 1}, headers=agent
+        )
+        assert late.status_code == 409, late.text
+        error = late.json()["error"]
+        assert error["code"] == "DEADLINE_EXCEEDED" and error["job_id"] == job_id
+        assert "deadline" in error["message"]
+
+        async def ended() -> Any:
+            job = await rt.get(job_id)
+            return job if job is not None and job.status == "failed" else None
+
+        job = await eventually(ended, timeout=10)
+        assert job.error_code == "DEADLINE_EXCEEDED" and job.result is None
+        assert job.lease_expires_at is None and job.attempt == 1
+        again = await client.post(
+            f"/v1/claims/{job_id}/complete", json={"token": token, "result": 1}, headers=agent
+        )
+        assert again.status_code == 409 and again.json()["error"]["code"] == "DEADLINE_EXCEEDED"
+        failing = await client.post(
+            f"/v1/claims/{job_id}/fail", json={"token": token, "error_code": "X"}, headers=agent
+        )
+        assert failing.status_code == 409
+        assert failing.json()["error"]["code"] == "DEADLINE_EXCEEDED"
+        assert (await rt.get(job_id)).error_code == "DEADLINE_EXCEEDED"  # type: ignore[union-attr]
+
+
+async def test_unclaimed_job_fails_at_its_deadline(db_url: str) -> None:
+    """Nobody polls the queue: the maintenance loop ends the job at its deadline."""
+    async with running_app(db_url) as (app, client):
+        alice = await make_token(app, "alice")
+        rt: Runtime = app.state.runtime
+        body = {"kind": "k", "deadline_seconds": 0.3}
+        made = await client.post("/v1/queues/nobody/jobs", json=body, headers=alice)
+        job_id = made.json()["id"]
+        done = await rt.wait(job_id, timeout=10)
+        assert done.status == "failed" and done.error_code == "DEADLINE_EXCEEDED"
+        assert done.attempt == 0
+        shown = (await client.get(f"/v1/jobs/{job_id}", headers=alice)).json()
+        assert shown["status"] == "failed" and shown["error_code"] == "DEADLINE_EXCEEDED"

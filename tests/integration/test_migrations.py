@@ -5,12 +5,14 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from sqlalchemy import insert, inspect, update
+from sqlalchemy import delete, func, insert, inspect, select, update
 from sqlalchemy.exc import IntegrityError
 
 import deckyard.migrations.models  # noqa: F401  (registers every table on the metadata)
+from deckyard.api.schema import workspaces
 from deckyard.db import Database, metadata
 from deckyard.db.migrate import current_revision, downgrade_to, head_revision, upgrade
+from deckyard.decks.schema import decks, page_versions, pages
 from deckyard.jobs.schema import jobs
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -87,5 +89,66 @@ async def test_downgrade_to_base_and_back(db_url: str) -> None:
         assert await _tables(db) == {}
         await upgrade(db)
         assert set(await _tables(db)) == {t.name for t in metadata.sorted_tables}
+    finally:
+        await db.dispose()
+
+
+async def test_page_version_ids_are_not_handed_out_again_after_upgrading(db_url: str) -> None:
+    db = Database(db_url)
+    try:
+        await upgrade(db, "0011")
+        async with db.write_transaction() as conn:
+            await conn.execute(insert(workspaces).values(id="w", name="w", created_at=NOW))
+            deck = (
+                await conn.execute(
+                    insert(decks)
+                    .values(
+                        workspace_id="w",
+                        title="T",
+                        manifest={"title": "T"},
+                        theme_css="",
+                        version=1,
+                        created_at=NOW,
+                        updated_at=NOW,
+                    )
+                    .returning(decks.c.id)
+                )
+            ).scalar_one()
+            ids = []
+            for name in ("a", "b"):
+                page = (
+                    await conn.execute(
+                        insert(pages)
+                        .values(deck_id=deck, name=name, position=0, created_at=NOW)
+                        .returning(pages.c.id)
+                    )
+                ).scalar_one()
+                for number in (1, 2):
+                    version = {"kind": "md", "source": "# x", "skipped_visual_verification": False}
+                    ids.append(
+                        (
+                            await conn.execute(
+                                insert(page_versions)
+                                .values(page_id=page, number=number, created_at=NOW, **version)
+                                .returning(page_versions.c.id)
+                            )
+                        ).scalar_one()
+                    )
+        await upgrade(db)
+        async with db.write_transaction() as conn:
+            kept = (await conn.execute(select(page_versions.c.id))).scalars().all()
+            assert sorted(kept) == sorted(ids)
+            await conn.execute(delete(pages).where(pages.c.id == page))
+            left = (await conn.execute(select(func.count()).select_from(page_versions))).scalar()
+            assert left == 2
+            first = (await conn.execute(select(pages.c.id).where(pages.c.name == "a"))).scalar()
+            again = (
+                await conn.execute(
+                    insert(page_versions)
+                    .values(page_id=first, number=3, created_at=NOW, **version)
+                    .returning(page_versions.c.id)
+                )
+            ).scalar_one()
+        assert again > max(ids)
     finally:
         await db.dispose()

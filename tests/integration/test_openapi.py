@@ -121,3 +121,49 @@ async def test_a_full_render_queue_is_a_documented_429(db_url: str) -> None:
     assert full.json()["error"]["code"] == "RENDER_QUEUE_FULL"
     assert int(full.headers["retry-after"]) >= 1
     assert "429" in doc["paths"]["/v1/screenshots"]["post"]["responses"]
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+async def test_the_document_is_valid_openapi(db_url: str) -> None:
+    from openapi_spec_validator import validate
+
+    async with running_app(db_url, background_loops=False) as (_app, client):
+        doc = (await client.get("/openapi.json")).json()
+    assert doc["openapi"].startswith("3.1.")
+    validate(doc)
+    events = doc["paths"]["/v1/jobs/{job_id}/events"]["get"]["responses"]["200"]["content"]
+    assert events["text/event-stream"]["x-itemSchema"]["properties"]["data"]
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+async def test_site_files_are_documented_with_their_own_content_types(db_url: str) -> None:
+    async with running_app(db_url, background_loops=False) as (_app, client):
+        doc = (await client.get("/openapi.json")).json()
+    sites = [(p, m, op) for p, m, op in operations(doc) if p.startswith("/sites/")]
+    assert sites
+    for path, method, op in sites:
+        content = op["responses"]["200"]["content"]
+        assert "application/json" not in content, (method, path)
+        assert {"text/html", "*/*"} <= set(content), (method, path)
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+async def test_docs_load_only_assets_of_this_server(db_url: str) -> None:
+    from bs4 import BeautifulSoup
+
+    async with running_app(db_url, background_loops=False) as (_app, client):
+        docs = await client.get("/docs")
+        assert docs.status_code == 200
+        html = BeautifulSoup(docs.text, "html.parser")
+        urls = [tag.get("src") or tag.get("href") for tag in html.find_all(["script", "link"])]
+        urls = [u for u in urls if u]
+        assert len(urls) == 3, urls
+        assert "http" not in docs.text.replace("http-equiv", ""), "no absolute URL on the page"
+        for url in urls:
+            assert url.startswith("/") and not url.startswith("//"), url
+            asset = await client.get(url)
+            assert asset.status_code == 200, url
+            assert len(asset.content) > 500, url
+        assert (await client.get("/docs/assets/index.html")).status_code == 404
+        assert (await client.get("/redoc")).status_code == 404
+        assert "/docs" not in json.dumps((await client.get("/openapi.json")).json()["paths"])

@@ -16,6 +16,7 @@ class AiJobKind(StrEnum):
 
     PAGE_EDIT = "ai.page_edit"
     PAGE_CREATE = "ai.page_create"
+    DECK_OUTLINE = "ai.deck_outline"
     IMAGE = "ai.image"
     CATALOG_SYNC = "ai.catalog_sync"
 
@@ -36,7 +37,9 @@ class AiErrorCode(StrEnum):
     IMAGE_INVALID = "AI_IMAGE_INVALID"
     IMAGE_WRONG_SIZE = "AI_IMAGE_WRONG_SIZE"
     IMAGE_TOO_LARGE = "AI_IMAGE_TOO_LARGE"
+    IMAGE_URL_ONLY = "AI_IMAGE_URL_ONLY"
     PAGE_EXISTS = "AI_PAGE_EXISTS"
+    SLIDE_FAILED = "AI_SLIDE_FAILED"
 
 
 RETRYABLE = frozenset(
@@ -56,3 +59,4 @@ class AiEvent(StrEnum):
     ROUND = "ai_round"
     USAGE = "ai_usage"
     IMAGE = "ai_image"
+    SLIDE = "ai_slide"

@@ -5,7 +5,8 @@ serves, and every claim is restricted to the caller's workspace. A claim answers
 fencing token made of the lease owner (unique per claim) and the attempt; heartbeat, complete
 and fail must present it, and each is the runtime's own guarded operation (`Runtime.fenced`):
 once the lease has expired (recovered or not) the token is dead, the call answers 409, and
-nothing changes.
+nothing changes. A lease never runs past the job's deadline; once it passed, the token's
+calls answer 409 `DEADLINE_EXCEEDED` instead (a result is refused, not recorded).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 from deckyard.ai.errors import EXTERNAL_QUEUE_PREFIX
 from deckyard.config import Settings
-from deckyard.jobs import Job, Runtime
+from deckyard.jobs import Job, JobErrorCode, JobStatus, Runtime
 
 
 def stored_queue(name: str) -> str:
@@ -26,6 +27,15 @@ def stored_queue(name: str) -> str:
 
 class TokenRefused(Exception):
     """The fencing token does not hold the job's lease (expired, recovered, or never did)."""
+
+    def __init__(self, job: Job, message: str) -> None:
+        super().__init__(message)
+        self.job = job
+
+
+class DeadlinePassed(Exception):
+    """The job's deadline passed while the token held it: its heartbeat, result or failure
+    comes too late (the job ends, or has ended, failed `DEADLINE_EXCEEDED`)."""
 
     def __init__(self, job: Job, message: str) -> None:
         super().__init__(message)
@@ -155,27 +165,45 @@ class ExternalWorkers:
         assert fresh is not None
         return fresh
 
+    def _refusal(self, job: Job, token: FencingToken, what: str) -> Exception:
+        """Why the token's call changed nothing: its job's deadline passed, or the lease is lost."""
+        ours = job.attempt == token.attempt and job.lease_owner == token.owner
+        overdue = job.deadline_at is not None and job.deadline_at <= self.runtime.clock.now()
+        ended_by_deadline = job.status is JobStatus.RUNNING or (
+            job.error_code == JobErrorCode.DEADLINE_EXCEEDED
+        )
+        if ours and overdue and ended_by_deadline:
+            assert job.deadline_at is not None
+            return DeadlinePassed(
+                job, f"the job's deadline passed at {job.deadline_at.isoformat()}; {what}"
+            )
+        return TokenRefused(job, f"the lease expired or was taken over; {what}")
+
     async def heartbeat(self, workspace_id: str, job_id: int, token: FencingToken) -> Heartbeat:
-        """Extend the lease; tells the worker when the job's cancel was requested."""
+        """Extend the lease (never past the job's deadline); tells the worker when the job's
+        cancel was requested."""
         await self._own(workspace_id, job_id)
         beat = await self.runtime.fenced.extend(token.owner, job_id, token.attempt, self.lease)
         if not beat.held:
-            raise TokenRefused(
-                await self._fresh(job_id), "the lease is no longer held by this token"
-            )
+            raise self._refusal(await self._fresh(job_id), token, "stop working on it")
         return Heartbeat(await self._fresh(job_id), beat.cancel_requested)
 
     async def complete(
         self, workspace_id: str, job_id: int, token: FencingToken, result: Any
     ) -> Job:
-        """Record success by compare-and-set; refused (409) once the lease was lost."""
+        """Record success by compare-and-set; refused once the lease was lost or the deadline
+        passed. Completing again with the token that succeeded answers the job as it is."""
         await self._own(workspace_id, job_id)
         status = await self.runtime.fenced.complete(token.owner, job_id, token.attempt, result)
+        fresh = await self._fresh(job_id)
         if status is None:
-            raise TokenRefused(
-                await self._fresh(job_id), "the lease expired or was taken over; result discarded"
-            )
-        return await self._fresh(job_id)
+            ours = fresh.attempt == token.attempt and fresh.lease_owner == token.owner
+            if ours and fresh.status is JobStatus.SUCCEEDED:
+                return fresh
+            raise self._refusal(fresh, token, "result discarded")
+        if status == JobStatus.FAILED.value:
+            raise self._refusal(fresh, token, "result refused; the job failed")
+        return fresh
 
     async def fail(
         self,
@@ -200,7 +228,5 @@ class ExternalWorkers:
             retry_after=retry_after,
         )
         if status is None:
-            raise TokenRefused(
-                await self._fresh(job_id), "the lease expired or was taken over; failure discarded"
-            )
+            raise self._refusal(await self._fresh(job_id), token, "failure discarded")
         return await self._fresh(job_id)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import re
 import warnings
 from dataclasses import dataclass
 from typing import Any
@@ -80,17 +81,29 @@ def check_image(data: bytes, width: int, height: int, max_bytes: int) -> Checked
             with Image.open(io.BytesIO(data)) as full:
                 full.load()
     except (
-        UnidentifiedImageError,
         OSError,
         SyntaxError,
         ValueError,
         Image.DecompressionBombWarning,
+        Image.DecompressionBombError,
     ) as exc:
-        raise JobError(
-            AiErrorCode.IMAGE_INVALID, f"not a readable image: {exc}", retryable=False
-        ) from exc
+        raise JobError(AiErrorCode.IMAGE_INVALID, unreadable(exc), retryable=False) from exc
     media_type, extension = FORMATS[fmt]
     return CheckedImage(media_type, extension, width, height, hashlib.sha256(data).hexdigest())
+
+
+def unreadable(exc: Exception) -> str:
+    """What was wrong with image bytes Pillow could not read, in words.
+
+    Pillow's own messages name the in-memory file it read from (`<_io.BytesIO object at
+    0x…>`), which tells the reader nothing; that part is left out.
+    """
+    if isinstance(exc, UnidentifiedImageError):
+        return "the answer's bytes are not an image file (no PNG, JPEG or WebP header)"
+    if isinstance(exc, Image.DecompressionBombWarning | Image.DecompressionBombError):
+        return "the image declares too many pixels to decode safely (a decompression bomb)"
+    detail = re.sub(r"\s*<[^<>]* object at 0x[0-9a-fA-F]+>", "", str(exc)).strip()
+    return "the image is damaged or incomplete" + (f": {detail}" if detail else "")
 
 
 class ImageJobs:

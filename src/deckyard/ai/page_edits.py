@@ -12,12 +12,9 @@ ends with the renderer's infrastructure code, without asking the model again.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
-from deckyard.ai.errors import AI_QUEUE, AiErrorCode, AiEvent, AiJobKind
+from deckyard.ai.errors import AiErrorCode, AiEvent
 from deckyard.ai.extract import extract_page_source
 from deckyard.ai.prompts import (
     Message,
@@ -35,7 +32,7 @@ from deckyard.decks.jobs.names import DeckJobErrorCode
 from deckyard.decks.jobs.page_jobs import PageJobs
 from deckyard.decks.source.deck_source import DeckSource, PageKind, PageSource
 from deckyard.decks.validation.result import ValidationStatus
-from deckyard.jobs import JobContext, JobError, Runtime
+from deckyard.jobs import JobContext, JobError
 
 
 def page_context(source: DeckSource) -> PageContext:
@@ -49,29 +46,6 @@ def page_context(source: DeckSource) -> PageContext:
     )
 
 
-def outline_step(outline: dict[str, Any], index: int) -> dict[str, Any] | None:
-    """The `page`, `prompt` and `outline` payload fields of slide `index` of an outline.
-
-    `outline` holds the deck `title`, the `items` (one line per slide after the title slide)
-    and the `index` of the current item; None past the last item.
-    """
-    items = [str(i) for i in outline["items"]]
-    if index >= len(items):
-        return None
-    item = items[index]
-    slug = re.sub(r"[^a-z0-9]+", "-", item.lower()).strip("-")[:40].strip("-") or "slide"
-    listing = "\n".join(f"{n + 2}. {text}" for n, text in enumerate(items))
-    prompt = (
-        f"This deck, {outline['title']!r}, has a title slide and then these slides:\n"
-        f"{listing}\nWrite slide {index + 2}: {item}"
-    )
-    return {
-        "page": f"{index + 2:02d}-{slug}",
-        "prompt": prompt,
-        "outline": {**outline, "index": index},
-    }
-
-
 def _chars(messages: list[Message]) -> int:
     return sum(len(m["content"]) for m in messages)
 
@@ -82,13 +56,11 @@ class PageEditJobs:
     def __init__(
         self,
         db: Database,
-        runtime: Runtime,
         settings: Settings,
         provider: AiProvider,
         pages: PageJobs,
     ) -> None:
         self.db = db
-        self.runtime = runtime
         self.settings = settings
         self.provider = provider
         self.pages = pages
@@ -114,34 +86,7 @@ class PageEditJobs:
             raise refused(AiErrorCode.PAGE_EXISTS, f"deck {deck_id} already has a page {name!r}")
         kind = PageKind(ctx.payload.get("kind") or PageKind.MARKDOWN)
         messages = create_messages(page_context(source), name, kind, str(ctx.payload["prompt"]))
-        done = await self._rounds(ctx, deck_id, source, name, kind, messages)
-        outline = ctx.payload.get("outline")
-        if isinstance(outline, dict):
-            self._chain_next(ctx, outline)
-        return done
-
-    def _chain_next(self, ctx: JobContext, outline: dict[str, Any]) -> None:
-        """For a deck from an outline: the next slide's job, enqueued in this job's finish.
-
-        Slides are written one after the other (each sees the ones before it), and the next
-        job exists exactly when this one succeeded: it is enqueued inside the finish
-        compare-and-set. A failed slide stops the chain; its job says which one.
-        """
-        step = outline_step(outline, int(outline["index"]) + 1)
-        if step is None:
-            return
-
-        async def enqueue_next(conn: AsyncConnection) -> None:
-            await self.runtime.enqueue(
-                AiJobKind.PAGE_CREATE.value,
-                {**ctx.payload, **step},
-                queue=AI_QUEUE,
-                workspace_id=ctx.job.workspace_id,
-                parent_id=ctx.id,
-                conn=conn,
-            )
-
-        ctx.on_success(enqueue_next)
+        return await self._rounds(ctx, deck_id, source, name, kind, messages)
 
     async def _rounds(
         self,

@@ -236,8 +236,15 @@ class AiProvider:
                 n=1,
                 timeout=self._timeout(remaining),
             )
+            if answer.data and not answer.data[0].b64_json and answer.data[0].url:
+                raise JobError(
+                    AiErrorCode.IMAGE_URL_ONLY,
+                    "the provider answered with an image URL instead of the image bytes; "
+                    "URLs are not fetched: use a model or server that returns b64_json",
+                    retryable=False,
+                )
             if not answer.data or not answer.data[0].b64_json:
-                raise ValueError("the answer carries no base64 image (URL answers are not fetched)")
+                raise ValueError("the answer carries no image")
             try:
                 data = base64.b64decode(answer.data[0].b64_json, validate=True)
             except binascii.Error as exc:

@@ -15,7 +15,8 @@ from deckyard.ai.catalog import CatalogJobs
 from deckyard.ai.errors import AI_QUEUE, AiJobKind
 from deckyard.ai.external import ExternalWorkers
 from deckyard.ai.images import ImageJobs
-from deckyard.ai.page_edits import PageEditJobs, outline_step
+from deckyard.ai.outline import OutlineJobs
+from deckyard.ai.page_edits import PageEditJobs
 from deckyard.ai.provider import AiProvider
 from deckyard.ai.store import StoredModel, model_list
 from deckyard.clock import SYSTEM_CLOCK, Clock
@@ -54,8 +55,9 @@ class AiService:
         if not settings.ai_configured:
             return
         self.provider = provider = AiProvider(settings)
-        self.pages = PageEditJobs(db, runtime, settings, provider, decks.page_jobs)
+        self.pages = PageEditJobs(db, settings, provider, decks.page_jobs)
         self.images = ImageJobs(db, settings, provider, clock)
+        self.outlines = OutlineJobs(runtime)
         self.catalog = CatalogJobs(db, provider, clock)
         handlers = {
             AiJobKind.PAGE_EDIT: self.pages.edit,
@@ -69,6 +71,12 @@ class AiService:
                 max_attempts=settings.ai_job_max_attempts,
                 timeout=settings.ai_job_timeout_seconds,
             )(fn)
+        # No timeout of its own: it only waits for its slides, each bounded by theirs.
+        runtime.handler(
+            AiJobKind.DECK_OUTLINE.value,
+            queue=AI_QUEUE,
+            max_attempts=settings.ai_job_max_attempts,
+        )(self.outlines.write)
         runtime.handler(
             AiJobKind.CATALOG_SYNC.value,
             queue=AI_QUEUE,
@@ -142,27 +150,25 @@ class AiService:
         height: int,
         skip_visual_verification: bool = False,
     ) -> tuple[int, Job]:
-        """Create a deck with a title slide, then have the model write one slide per item.
+        """Create a deck with a title slide and enqueue the `ai.deck_outline` job that has the
+        model write one slide per item; answers the deck id and that job.
 
-        The slides are written by a chain of `ai.page_create` jobs, each enqueued by the
-        previous one's finish (each is the child of the one before); answers the deck id and
-        the first job.
+        The job's status is the whole outline's: succeeded once every slide was written,
+        failed as soon as one could not be (see `deckyard.ai.outline`).
         """
         manifest = DeckManifest(title=title, slide=SlideSize(width=width, height=height))
         cover = PageSource(name="01-title", kind=PageKind.MARKDOWN, text=f"# {title}\n")
         made = await self.decks.create_deck(
             workspace_id, DeckSource(manifest=manifest, pages=[cover])
         )
-        outline = {"title": title, "items": items, "index": 0}
-        step = outline_step(outline, 0)
-        assert step is not None
         payload = {
             "deck_id": made.deck_id,
+            "title": title,
+            "items": items,
             "kind": kind,
             "skip_visual_verification": skip_visual_verification,
-            **step,
         }
-        return made.deck_id, await self._enqueue(AiJobKind.PAGE_CREATE, payload, workspace_id)
+        return made.deck_id, await self._enqueue(AiJobKind.DECK_OUTLINE, payload, workspace_id)
 
     async def generate_image(self, workspace_id: str, deck_id: int, prompt: str, size: str) -> Job:
         """Enqueue `ai.image`."""

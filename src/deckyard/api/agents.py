@@ -2,7 +2,9 @@
 
 A claim answers the job and its fencing `token`; heartbeat, complete and fail must send that
 token and answer 409 `LEASE_LOST` once the lease has expired (whether or not the job was
-recovered yet) or was taken over, changing nothing. Queues and jobs are scoped to the token's
+recovered yet) or was taken over, changing nothing; once the job's deadline passed they answer
+409 `DEADLINE_EXCEEDED` (a lease never runs past it; a result is refused). Completing again with
+the token that succeeded answers 200 with the job. Queues and jobs are scoped to the token's
 workspace. A `worker` token may call only the claim routes; enqueueing needs a `member` token.
 """
 
@@ -20,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from deckyard.ai.external import (
     Claimed,
+    DeadlinePassed,
     ExternalWorkers,
     FencingToken,
     NotExternal,
@@ -30,6 +33,7 @@ from deckyard.api.auth import Principal, current_principal, queue_principal
 from deckyard.api.errors import ApiError
 from deckyard.api.jobs import JobOut
 from deckyard.api.params import RowId
+from deckyard.jobs import Job, JobErrorCode
 
 router = APIRouter(prefix="/v1", tags=["external workers"])
 Member = Annotated[Principal, Depends(current_principal)]
@@ -138,12 +142,28 @@ def fencing(text: str) -> FencingToken:
 
 def refused(exc: TokenRefused) -> ApiError:
     """409: the token no longer holds the lease."""
-    return ApiError(
-        409,
-        "LEASE_LOST",
-        str(exc),
-        extra={"job_id": exc.job.id, "status": exc.job.status.value, "attempt": exc.job.attempt},
-    )
+    return ApiError(409, "LEASE_LOST", str(exc), extra=_job_extra(exc.job))
+
+
+def too_late(exc: DeadlinePassed) -> ApiError:
+    """409: the job's deadline passed; the worker must stop (a result is not recorded)."""
+    return ApiError(409, JobErrorCode.DEADLINE_EXCEEDED.value, str(exc), extra=_job_extra(exc.job))
+
+
+def _job_extra(job: Job) -> dict[str, Any]:
+    deadline = job.deadline_at.isoformat() if job.deadline_at is not None else None
+    return {
+        "job_id": job.id,
+        "status": job.status.value,
+        "attempt": job.attempt,
+        "deadline_at": deadline,
+    }
+
+
+LEASE_REFUSALS = (
+    "`LEASE_LOST`: the token no longer holds the lease; `DEADLINE_EXCEEDED`: the job's "
+    "deadline passed, stop working on it"
+)
 
 
 def missing(job_id: int) -> ApiError:
@@ -203,18 +223,20 @@ async def claim(
 @router.post(
     "/claims/{job_id:int}/heartbeat",
     response_model=HeartbeatOut,
-    responses={409: {"description": "LEASE_LOST"}},
+    responses={409: {"description": LEASE_REFUSALS}},
 )
 async def heartbeat(
     request: Request, principal: Agent, job_id: RowId, body: Annotated[TokenIn, Body()]
 ) -> HeartbeatOut:
-    """Extend the lease of a claimed job."""
+    """Extend the lease of a claimed job (never past its deadline)."""
     try:
         beat = await workers(request).heartbeat(principal.workspace_id, job_id, fencing(body.token))
     except NotExternal:
         raise missing(job_id) from None
     except TokenRefused as exc:
         raise refused(exc) from None
+    except DeadlinePassed as exc:
+        raise too_late(exc) from None
     return HeartbeatOut(
         lease_expires_at=beat.job.lease_expires_at, cancel_requested=beat.cancel_requested
     )
@@ -223,12 +245,15 @@ async def heartbeat(
 @router.post(
     "/claims/{job_id:int}/complete",
     response_model=JobOut,
-    responses={409: {"description": "LEASE_LOST: the result was discarded."}},
+    responses={409: {"description": f"{LEASE_REFUSALS}; the result was not recorded."}},
 )
 async def complete(
     request: Request, principal: Agent, job_id: RowId, body: Annotated[CompleteIn, Body()]
 ) -> JobOut:
-    """Finish a claimed job with its result (compare-and-set on owner, attempt and lease)."""
+    """Finish a claimed job with its result (compare-and-set on owner, attempt and lease).
+
+    Sent again with the token that succeeded, it answers the job as it is (idempotent).
+    """
     try:
         job = await workers(request).complete(
             principal.workspace_id, job_id, fencing(body.token), body.result
@@ -237,13 +262,15 @@ async def complete(
         raise missing(job_id) from None
     except TokenRefused as exc:
         raise refused(exc) from None
+    except DeadlinePassed as exc:
+        raise too_late(exc) from None
     return JobOut.of(job)
 
 
 @router.post(
     "/claims/{job_id:int}/fail",
     response_model=JobOut,
-    responses={409: {"description": "LEASE_LOST: the failure was discarded."}},
+    responses={409: {"description": f"{LEASE_REFUSALS}; the failure was not recorded."}},
 )
 async def fail(
     request: Request, principal: Agent, job_id: RowId, body: Annotated[FailIn, Body()]
@@ -263,4 +290,6 @@ async def fail(
         raise missing(job_id) from None
     except TokenRefused as exc:
         raise refused(exc) from None
+    except DeadlinePassed as exc:
+        raise too_late(exc) from None
     return JobOut.of(job)

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from deckyard.ai.errors import AiErrorCode
 from deckyard.ai.service import AiService
-from deckyard.api.auth import Principal, current_principal
+from deckyard.api.auth import Principal, admin_principal, current_principal
 from deckyard.api.decks import accepted, owned_deck, page_of
 from deckyard.api.errors import ApiError
 from deckyard.api.jobs import JobOut
@@ -28,6 +28,7 @@ from deckyard.decks.source.deck_source import PAGE_NAME_PATTERN, PageKind
 
 router = APIRouter(tags=["ai"])
 Caller = Annotated[Principal, Depends(current_principal)]
+Admin = Annotated[Principal, Depends(admin_principal)]
 MAX_TEXT = 20_000
 
 
@@ -77,10 +78,15 @@ class OutlineIn(_Body):
 
 
 class OutlineOut(BaseModel):
-    """The new deck and the job writing its first slide (each slide's job starts the next)."""
+    """The new deck and the one job whose status is the whole outline's."""
 
-    deck_id: int
-    job: JobOut
+    deck_id: int = Field(description="The new deck; it holds the title slide at once.")
+    job: JobOut = Field(
+        description="The `ai.deck_outline` job (follow `/v1/jobs/{id}`): `succeeded` only once "
+        "every slide was written (its result lists them), `failed` as soon as one slide could "
+        "not be written (its `error_code` is that slide's, its message names the slide and "
+        "its job); cancelling it cancels the slide being written."
+    )
 
 
 class ModelOut(BaseModel):
@@ -186,15 +192,25 @@ async def generate_asset(
 
 
 @router.post(
-    "/v1/decks/from-outline", status_code=202, response_model=OutlineOut, responses=AI_RESPONSES
+    "/v1/decks/from-outline",
+    status_code=202,
+    response_model=OutlineOut,
+    responses={
+        **AI_RESPONSES,
+        202: {
+            "description": "The deck was created with its title slide; `job` (also the "
+            "`Location`) is the `ai.deck_outline` job that writes the other slides and whose "
+            "status is the whole outline's."
+        },
+    },
 )
 async def deck_from_outline(
     request: Request, principal: Caller, body: Annotated[OutlineIn, Body()]
 ) -> JSONResponse:
     """Create a deck with a title slide; the model then writes one slide per outline line.
 
-    The slides are written in order by a chain of `ai.page_create` jobs (the first is
-    answered; each next one is its predecessor's child), each through the write gate.
+    Answers one job, `ai.deck_outline`: it writes the slides in order, each as an
+    `ai.page_create` child through the write gate, and succeeds only when all were written.
     """
     service = ai_service(request)
     deck_id, job = await service.deck_from_outline(
@@ -208,7 +224,7 @@ async def deck_from_outline(
     )
     out = OutlineOut(deck_id=deck_id, job=JobOut.of(job))
     return JSONResponse(
-        out.model_dump(mode="json"), status_code=202, headers={"Location": f"/v1/decks/{deck_id}"}
+        out.model_dump(mode="json"), status_code=202, headers={"Location": f"/v1/jobs/{job.id}"}
     )
 
 
@@ -222,6 +238,16 @@ async def list_models(request: Request, principal: Caller) -> list[ModelOut]:
         )
         for r in rows
     ]
+
+
+@router.post("/v1/ai/models/sync", status_code=202, response_model=JobOut, responses=AI_RESPONSES)
+async def sync_models(request: Request, principal: Admin) -> JSONResponse:
+    """Sync the model catalog now (admin tokens): answers the `ai.catalog_sync` job.
+
+    It is a system job (no workspace), shown to admin tokens at `/v1/jobs/{id}` and in
+    `/v1/jobs?system=true`, like the cron's own runs.
+    """
+    return accepted(await ai_service(request).sync_catalog())
 
 
 def ai_metrics(service: AiService) -> Callable[[], Iterator[Metric]]:

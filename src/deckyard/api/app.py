@@ -22,7 +22,11 @@ from deckyard.api.deck_assets import router as deck_assets_router
 from deckyard.api.deck_pages import router as deck_pages_router
 from deckyard.api.deck_style import router as deck_style_router
 from deckyard.api.decks import router as decks_router
-from deckyard.api.errors import BodyLimitMiddleware, install_error_handlers
+from deckyard.api.errors import (
+    BodyLimitMiddleware,
+    InfrastructureErrorMiddleware,
+    install_error_handlers,
+)
 from deckyard.api.head import HeadMiddleware
 from deckyard.api.health import router as health_router
 from deckyard.api.idempotency import IdempotencyMiddleware
@@ -71,11 +75,13 @@ def create_app(settings: Settings, *, node: Node | None = None) -> FastAPI:
         version=__version__,
         summary="Check, render and publish web-presentation decks as durable jobs.",
         lifespan=lifespan,
-        docs_url="/docs",
+        docs_url=None,  # `install_openapi` serves Swagger UI from the package, not a CDN
+        redoc_url=None,
     )
     install_error_handlers(app)
     app.add_middleware(AuditMiddleware)
     app.add_middleware(IdempotencyMiddleware, max_body_size=settings.api_max_body_bytes)
+    app.add_middleware(InfrastructureErrorMiddleware)
     app.add_middleware(BodyLimitMiddleware, max_body_size=settings.api_max_body_bytes)
     app.add_middleware(HeadMiddleware)
     app.add_middleware(ContentHeadersMiddleware)

@@ -17,10 +17,11 @@ from sqlalchemy import insert, select
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from deckyard.api.auth import SAFE_METHODS, Principal, current_principal
+from deckyard.api.errors import first_line
 from deckyard.api.params import BeforeId
 from deckyard.api.schema import audit_events
 from deckyard.clock import SYSTEM_CLOCK
-from deckyard.db import Database
+from deckyard.db import Database, is_connection_lost, is_storage_full
 
 log = logging.getLogger(__name__)
 router = APIRouter(prefix="/v1/audit", tags=["audit"])
@@ -96,9 +97,15 @@ class AuditMiddleware:
             await audit_insert(
                 scope["app"].state.db, principal, scope, int(start["status"]), location
             )
-        except Exception:
+        except Exception as exc:
+            # A lost database or a full disk is the cause itself: one line, not a traceback.
+            known = is_connection_lost(exc) or is_storage_full(exc)
             log.warning(
-                "audit: could not record %s %s", scope["method"], scope.get("path"), exc_info=True
+                "audit: could not record %s %s: %s",
+                scope["method"],
+                scope.get("path"),
+                first_line(exc),
+                exc_info=not known,
             )
 
 

@@ -24,6 +24,7 @@ from fastapi.sse import EventSourceResponse, ServerSentEvent
 from deckyard.api.auth import (
     SESSION_COOKIE,
     Principal,
+    TokenRole,
     csrf_token,
     current_principal,
     same_origin,
@@ -42,6 +43,8 @@ from deckyard.jobs import WAKE_EVENTS, Job
 HERE = Path(__file__).parent
 STATIC = {"app.css": "text/css", "app.js": "text/javascript"}
 PAGE_SIZE = 25
+# The roles whose tokens may cancel and retry (a viewer only reads; a worker has no dashboard).
+WRITERS = frozenset({TokenRole.ADMIN, TokenRole.EDITOR})
 # A row stream ends after this long and the page reconnects, so an open tab never holds a
 # server's graceful shutdown for more than this.
 STREAM_SECONDS = 25.0
@@ -65,9 +68,13 @@ def to_sign_in(request: Request) -> RedirectResponse:
 
 
 def page(request: Request, name: str, principal: Principal | None, **ctx: Any) -> HTMLResponse:
-    """Render a template with the signed-in workspace in its context."""
+    """Render a template with the signed-in workspace, and whether it may write, in its context.
+
+    `can_write` hides the actions (cancel, retry) that the API would refuse the token's role.
+    """
     status = ctx.pop("status_code", 200)
     ctx["workspace"] = principal.workspace_id if principal else None
+    ctx["can_write"] = principal is not None and principal.role in WRITERS
     session = session_token(request)
     ctx["csrf"] = csrf_token(session) if session else ""
     return templates.TemplateResponse(request, name, ctx, status_code=status)

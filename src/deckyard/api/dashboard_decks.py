@@ -3,8 +3,8 @@ from their screenshots), each page's versions, and the deck's publications.
 
 Read-only views over the same services the API uses, scoped to the signed-in workspace.
 A thumbnail is the current version's screenshot, read from the artefact store by the key its
-screenshot pointer names (the job that made it may be a validation, whose own result is not
-an image).
+screenshot pointer names (the job that made it may be a validation, or the edit that wrote
+the version and kept its validation render, whose own results are not images).
 """
 
 from __future__ import annotations

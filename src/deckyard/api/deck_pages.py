@@ -14,6 +14,7 @@ from fastapi import APIRouter, Body, Depends, Header, Path, Query, Request, Resp
 from fastapi.responses import JSONResponse
 
 from deckyard.api.auth import Principal, current_principal
+from deckyard.api.deck_style import gate_crashed
 from deckyard.api.deck_views import (
     DeckCopy,
     DeckOut,
@@ -190,7 +191,7 @@ async def _through_gate(
 async def _gate_refused(
     request: Request, principal: Principal, deck_id: RowId, page: str, job: Job
 ) -> ApiError:
-    """The answer to a `page.edit` job that did not write: 409, 422 or 503."""
+    """The answer to a `page.edit` job that did not write: 409, 422, 503 (or 500 on a crash)."""
     if job.error_code == DeckJobErrorCode.EDIT_CONFLICT:
         deck = await owned_deck(request, principal, deck_id)
         now = next((p.number for p in deck.pages if p.page_name == page), deck.version)
@@ -212,6 +213,9 @@ async def _gate_refused(
         return ApiError(422, code, message, field="page", extra=extra)
     if validation is not None and validation.status is ValidationStatus.FAILED:
         return ApiError(422, "VALIDATION_FAILED", message, extra=extra)
+    crashed = gate_crashed(job, extra)
+    if crashed is not None:
+        return crashed
     return ApiError(503, code, f"{message} No version was written; retry later.", extra=extra)
 
 

@@ -2,7 +2,9 @@
 
 Both answer 201 with the deck once every page passed and a new version of each was written;
 422 naming the pages that failed (nothing written); 409 on a stale `If-Match` (the deck's
-ETag); 503 when the renderer was unavailable; 202 with the job when it takes longer.
+ETag); 503 when the renderer was unavailable; 202 with the job when it takes longer. A gate
+job that crashed (`HANDLER_ERROR`) is a bug, answered 500 `INTERNAL_ERROR`, never a 503 that
+tells the client to retry what would crash again.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from deckyard.api.preconditions import IF_MATCH_DESCRIPTION, conflict, etag, if_
 from deckyard.decks.jobs.names import DeckJobErrorCode
 from deckyard.decks.source.deck_source import LANG_PATTERN, FontSpec, SlideSize
 from deckyard.decks.validation.result import ValidationStatus
-from deckyard.jobs import Job, JobStatus
+from deckyard.jobs import Job, JobErrorCode, JobStatus
 
 router = APIRouter(prefix="/v1/decks", tags=["decks"])
 Caller = Annotated[Principal, Depends(current_principal)]
@@ -60,6 +62,18 @@ class ManifestEdit(BaseModel):
     skip_visual_verification: bool = False
 
 
+def gate_crashed(job: Job, extra: dict[str, Any]) -> ApiError | None:
+    """500 `INTERNAL_ERROR` when a write-gate job crashed (`HANDLER_ERROR`), else None.
+
+    A crash is a bug, not an outage: the same edit would crash again, so it is not answered
+    with a 503 asking to retry. Content problems never get here: they are validation failures.
+    """
+    if job.error_code != JobErrorCode.HANDLER_ERROR:
+        return None
+    message = f"job {job.id} failed on a server error; nothing was written: {job.error_message}"
+    return ApiError(500, "INTERNAL_ERROR", message, extra=extra)
+
+
 async def gate_outcome(
     request: Request,
     principal: Principal,
@@ -91,6 +105,9 @@ async def gate_outcome(
     extra = {"job_id": done.id, "pages": pages}
     if any(r.status is ValidationStatus.FAILED for r in results.values()):
         raise ApiError(422, "VALIDATION_FAILED", message, extra=extra)
+    crashed = gate_crashed(done, extra)
+    if crashed is not None:
+        raise crashed
     raise ApiError(503, str(done.error_code), f"{message}; retry later", extra=extra)
 
 

@@ -2,11 +2,14 @@
 
 Page editing and history are in `api/deck_pages.py`.
 
-Every deck is scoped to the caller's workspace; another workspace's deck is 404.
+Every deck is scoped to the caller's workspace; another workspace's deck is 404. Loading and
+compiling a source run off the event loop (a thread, or a worker process for a large one:
+`decks.offload`), so a big deck does not stall every other request meanwhile.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Depends, Query, Request, Response
@@ -145,8 +148,9 @@ async def create_deck(request: Request, principal: Caller) -> JSONResponse:
     Pages that do not compile are stored and listed in `problems`; a refused body (unknown
     field, wrong type, bad path, too large) stores nothing and names the field.
     """
+    service = deck_service(request)
     try:
-        source = load_deck_json(await request.body(), deck_service(request).limits)
+        source = await asyncio.to_thread(load_deck_json, await request.body(), service.limits)
     except DeckSourceError as exc:
         raise source_refused(exc) from None
     return await _created(request, principal, source)
@@ -160,8 +164,9 @@ async def create_deck_zip(request: Request, principal: Caller) -> JSONResponse:
     Path escapes, absolute paths, symlinks, too many entries and zip bombs are refused (422,
     or 413 for size) and nothing is stored.
     """
+    service = deck_service(request)
     try:
-        source = load_deck_zip(await request.body(), deck_service(request).limits)
+        source = await asyncio.to_thread(load_deck_zip, await request.body(), service.limits)
     except DeckSourceError as exc:
         raise source_refused(exc) from None
     return await _created(request, principal, source)
@@ -181,9 +186,12 @@ async def create_deck_markdown(
     classes, backgrounds, header, footer and pagination. What is not carried over is listed in
     `warnings`. A ZIP upload (`/v1/decks/zip`) may also hold one Markdown file and `assets/`.
     """
+    service = deck_service(request)
     try:
         body = await request.body()
-        source = load_markdown_bytes(body, filename, deck_service(request).limits)
+        source = await service.offload.run(
+            len(body), load_markdown_bytes, body, filename, service.limits
+        )
     except DeckSourceError as exc:
         raise source_refused(exc) from None
     return await _created(request, principal, source)

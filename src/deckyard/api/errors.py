@@ -30,6 +30,11 @@ HTTP_CODES = {
 RETRY_AFTER_SECONDS = "1"
 
 
+def first_line(exc: BaseException) -> str:
+    """The first line of an error's text: a driver error's cause, without SQL or parameters."""
+    return (str(exc).splitlines() or [type(exc).__name__])[0][:300]
+
+
 class StorageEpisode:
     """Whether writes are failing for lack of space; logs once when an episode starts.
 
@@ -44,7 +49,7 @@ class StorageEpisode:
     def report(self, exc: BaseException) -> None:
         """A write failed for lack of space."""
         if not self.full:
-            reason = (str(exc).splitlines() or [type(exc).__name__])[0][:300]
+            reason = first_line(exc)
             log.error("storage is full; writes answer 507 until space returns: %s", reason)
             self.full, self.reason = True, reason
 
@@ -63,7 +68,8 @@ def infrastructure_answer(request: Request, exc: BaseException) -> JSONResponse 
         message = "the server's storage is full; nothing was stored, retry when space is freed"
         return JSONResponse(error_body(HTTP_CODES[507], message), status_code=507)
     if is_connection_lost(exc):
-        log.warning("%s %s: database connection lost: %s", request.method, request.url.path, exc)
+        where = f"{request.method} {request.url.path}"
+        log.warning("%s: database connection lost, answered 503: %s", where, first_line(exc))
         message = "the database connection was lost; retry the request"
         return JSONResponse(
             error_body(HTTP_CODES[503], message),
@@ -130,6 +136,37 @@ def _field(loc: tuple[Any, ...]) -> str:
     return ".".join(parts) or "body"
 
 
+def _problem(error: Any, body: Any) -> dict[str, str]:
+    """One validation error as `{"field", "message"}`; a JSON syntax error names line and column.
+
+    FastAPI reports a body that is not JSON at `("body", <character offset>)`; the offset is
+    no field, so the body is named and the offset becomes a line and a column.
+    """
+    if error.get("type") == "json_invalid" and isinstance(body, str):
+        loc = tuple(error.get("loc", ()))
+        pos = loc[-1] if loc and isinstance(loc[-1], int) else 0
+        line = body.count("\n", 0, pos) + 1
+        column = pos - body.rfind("\n", 0, pos)
+        reason = error.get("ctx", {}).get("error", "invalid syntax")
+        return {
+            "field": "body",
+            "message": f"not valid JSON: {reason} at line {line}, column {column}",
+        }
+    return {"field": _field(tuple(error.get("loc", ()))), "message": error["msg"]}
+
+
+def unreadable_body(cause: BaseException | None) -> JSONResponse:
+    """The 422 for a body FastAPI could not decode (not UTF-8, or nested beyond parsing)."""
+    if isinstance(cause, UnicodeDecodeError):
+        byte = cause.object[cause.start]
+        reason = f"not UTF-8 (byte 0x{byte:02x} at offset {cause.start})"
+    else:
+        reason = "could not be parsed as JSON"
+    problems = [{"field": "body", "message": reason}]
+    body = error_body("INVALID_INPUT", f"body: {reason}", "body", problems=problems)
+    return JSONResponse(body, status_code=422)
+
+
 def allowed_methods(request: Request) -> list[str]:
     """Every method some route serves at the request's path (for a 405's `Allow` header).
 
@@ -185,6 +222,39 @@ class BodyLimitMiddleware:
         await self.app(scope, limited, send)
 
 
+class InfrastructureErrorMiddleware:
+    """Answers a lost database or a full disk met by the middleware inside it, logging one line.
+
+    Errors raised by a route reach the exception handlers. Those raised by middleware around
+    the routes (`IdempotencyMiddleware` resolves the token, `AuditMiddleware` writes) reach
+    Starlette's `ServerErrorMiddleware`, which answers through the catch-all handler and then
+    re-raises, so the server logged a full traceback for every such 503. Here they are answered
+    like the routes' ones; anything else, or an error after the answer started, goes on up.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def watch(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watch)
+        except Exception as exc:
+            answer = None if started else infrastructure_answer(Request(scope), exc)
+            if answer is None:
+                raise
+            await answer(scope, receive, send)
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Answer API errors, validation errors, HTTP errors and crashes in the one error shape."""
 
@@ -198,17 +268,19 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = exc.errors()
-        first = errors[0] if errors else {"loc": ("body",), "msg": "invalid request"}
-        field = _field(tuple(first.get("loc", ())))
-        problems = [{"field": _field(tuple(e.get("loc", ()))), "message": e["msg"]} for e in errors]
+        problems = [_problem(e, exc.body) for e in exc.errors()]
+        first = problems[0] if problems else {"field": "body", "message": "invalid request"}
+        field = first["field"]
         return JSONResponse(
-            error_body("INVALID_INPUT", f"{field}: {first['msg']}", field, problems=problems),
+            error_body("INVALID_INPUT", f"{field}: {first['message']}", field, problems=problems),
             status_code=422,
         )
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400 and exc.__cause__ is not None:
+            # FastAPI's 400: a body it could not read before validation (the cause says why).
+            return unreadable_body(exc.__cause__)
         headers = dict(getattr(exc, "headers", None) or {})
         if exc.status_code == 405:
             headers["Allow"] = ", ".join(allowed_methods(request))

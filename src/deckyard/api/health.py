@@ -9,7 +9,11 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from starlette.datastructures import State
 
+from deckyard.api.errors import first_line
 from deckyard.api.state import loops_of
+from deckyard.config import Settings
+from deckyard.render.control.models import RendererState
+from deckyard.render.control.service import RenderService
 
 router = APIRouter(tags=["operations"])
 
@@ -18,10 +22,6 @@ router = APIRouter(tags=["operations"])
 async def healthz() -> dict[str, str]:
     """Liveness only: the process answers. Never touches the database."""
     return {"status": "ok"}
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).splitlines() or [type(exc).__name__])[0][:300]
 
 
 def details_allowed(request: Request) -> bool:
@@ -41,8 +41,9 @@ def details_allowed(request: Request) -> bool:
 async def readyz(request: Request) -> JSONResponse:
     """Readiness: database writable, every loop alive (with its last tick), queue depths.
 
-    503 when any check fails. It reads but never writes. Without the readiness token each check
-    shows only whether it is ok, so which component is not ready is public, and nothing else.
+    503 when any check fails, except `renderers`, which is advisory (`renderers_check`). It
+    reads but never writes. Without the readiness token each check shows only whether it is
+    ok, so which component is not ready is public, and nothing else.
     """
     ready, checks = await readiness(request.app.state)
     if not details_allowed(request):
@@ -51,6 +52,36 @@ async def readyz(request: Request) -> JSONResponse:
         {"status": "ready" if ready else "not ready", "checks": checks},
         status_code=200 if ready else 503,
     )
+
+
+async def renderers_check(render: RenderService, settings: Settings) -> dict[str, Any]:
+    """Whether any renderer, of this node or another, is up to take render requests.
+
+    Advisory: it never makes the node unready. An API-only node (`--renderers 0`) of a cluster
+    serves everything but rendering itself, and renders through the renderers the other nodes
+    registered in the shared database; taking it out of service because none is up would stop
+    the whole API, and render requests wait for a renderer until their deadline anyway. So the
+    check says `ok: false` while none is up (and why), and the node stays ready.
+    """
+    configured = settings.renderers + len(settings.renderer_urls)
+    try:
+        renderers = await render.renderers()
+    except Exception as exc:
+        return {"ok": False, "configured": configured, "error": first_line(exc)}
+    up = sum(1 for r in renderers if r["state"] == RendererState.UP)
+    check: dict[str, Any] = {
+        "ok": up > 0,
+        "up": up,
+        "configured": configured,
+        "renderers": renderers,
+    }
+    if not up:
+        check["error"] = (
+            "no renderer is up; render requests wait for one"
+            if renderers or configured
+            else "no renderer is configured on this node nor registered by another"
+        )
+    return check
 
 
 async def readiness(state: State) -> tuple[bool, dict[str, Any]]:
@@ -63,7 +94,7 @@ async def readiness(state: State) -> tuple[bool, dict[str, Any]]:
         checks["database"] = {"ok": True, "url": state.db.display_name}
     except Exception as exc:
         ready = False
-        checks["database"] = {"ok": False, "error": _first_line(exc)}
+        checks["database"] = {"ok": False, "error": first_line(exc)}
     runtime = state.runtime
     loops = []
     for loop in loops_of(state):
@@ -92,7 +123,7 @@ async def readiness(state: State) -> tuple[bool, dict[str, Any]]:
             checks["queues"] = {"ok": True, "depths": await runtime.depths()}
         except Exception as exc:
             ready = False
-            checks["queues"] = {"ok": False, "error": _first_line(exc)}
+            checks["queues"] = {"ok": False, "error": first_line(exc)}
     render = getattr(state, "render", None)
     if render is not None:
         store = render.store
@@ -107,15 +138,7 @@ async def readiness(state: State) -> tuple[bool, dict[str, Any]]:
             "free_bytes": free,
         }
         if checks["database"]["ok"]:
-            try:
-                renderers = await render.renderers()
-                checks["renderers"] = {
-                    "ok": True,
-                    "up": sum(1 for r in renderers if r["state"] == "up"),
-                    "renderers": renderers,
-                }
-            except Exception as exc:
-                checks["renderers"] = {"ok": False, "error": _first_line(exc)}
+            checks["renderers"] = await renderers_check(render, state.settings)
     episode = getattr(state, "storage_episode", None)
     if episode is not None:
         storage_ok = checks["database"]["ok"] and checks.get("artifact_store", {}).get("ok", True)

@@ -1,4 +1,8 @@
-"""Job routes: list, get, cancel, retry, and events as Server-Sent Events."""
+"""Job routes: list, get, cancel, retry, and events as Server-Sent Events.
+
+A job belongs to the workspace that caused it. System jobs (no workspace: the cron's, such as
+the model catalog sync) are shown to admin tokens only: by id, and listed with `?system=true`.
+"""
 
 from __future__ import annotations
 
@@ -10,10 +14,10 @@ from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 from pydantic import BaseModel, Field
 
-from deckyard.api.auth import Principal, current_principal
+from deckyard.api.auth import Principal, TokenRole, current_principal
 from deckyard.api.errors import ApiError
 from deckyard.api.params import BeforeId, RowId, bounded_id
-from deckyard.jobs import Job, JobStateError, Runtime
+from deckyard.jobs import DedupeConflict, Job, JobStateError, JobStatus, Runtime
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 Caller = Annotated[Principal, Depends(current_principal)]
@@ -87,12 +91,20 @@ def runtime_of(request: Request) -> Runtime:
 async def owned_job(
     request: Request, principal: Principal, job_id: int, *, payload: bool = True
 ) -> Job:
-    """The job if it belongs to the caller's workspace; 404 otherwise (never 403). Without
-    `payload`, for a caller that answers with something else, the payload is not read."""
+    """The job if it belongs to the caller's workspace, or is a system job and the caller an
+    admin; 404 otherwise (never 403). Without `payload`, for a caller that answers with
+    something else, the payload is not read."""
     job = await runtime_of(request).get(job_id, payload=payload)
-    if job is None or job.workspace_id != principal.workspace_id:
+    if job is None or not visible(principal, job):
         raise ApiError(404, "NOT_FOUND", f"no job {job_id}")
     return job
+
+
+def visible(principal: Principal, job: Job) -> bool:
+    """Whether the caller may see the job: its workspace's, or a system job to an admin."""
+    if job.workspace_id is None:
+        return principal.role is TokenRole.ADMIN
+    return job.workspace_id == principal.workspace_id
 
 
 async def job_of_caller(request: Request, principal: Caller, job_id: RowId) -> Job:
@@ -109,10 +121,18 @@ async def list_jobs(
     kind: Annotated[str | None, Query(max_length=128)] = None,
     before: BeforeId = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    system: Annotated[
+        bool, Query(description="List system jobs (no workspace; admin tokens only) instead.")
+    ] = False,
 ) -> JobList:
-    """Jobs of the caller's workspace, newest first, with filters."""
+    """Jobs of the caller's workspace (or, with `system`, the system's), newest first."""
+    if system and principal.role is not TokenRole.ADMIN:
+        raise ApiError(
+            403, "ROLE_FORBIDDEN", f"system jobs need an admin token, not {principal.role}"
+        )
     jobs = await runtime_of(request).list(
-        workspace_id=principal.workspace_id,
+        workspace_id=None if system else principal.workspace_id,
+        system=system,
         status=status,
         queue=queue,
         kind=kind,
@@ -131,19 +151,50 @@ async def get_job(request: Request, principal: Caller, job_id: RowId) -> JobOut:
     return JobOut.of(await owned_job(request, principal, job_id))
 
 
-@router.post("/{job_id:int}/cancel", response_model=JobOut)
+def finished(job: Job) -> ApiError:
+    """409: the job ended (succeeded or failed) before a cancel could reach it."""
+    return ApiError(
+        409,
+        "JOB_FINISHED",
+        f"job {job.id} already ended {job.status.value}; there is nothing to cancel",
+        extra={"job_id": job.id, "status": job.status.value},
+    )
+
+
+@router.post(
+    "/{job_id:int}/cancel",
+    response_model=JobOut,
+    responses={409: {"description": "JOB_FINISHED: the job already succeeded or failed."}},
+)
 async def cancel_job(request: Request, principal: Caller, job_id: RowId) -> JobOut:
-    """Cancel a job and its active children; a finished job is returned unchanged."""
-    await owned_job(request, principal, job_id, payload=False)
-    return JobOut.of(await runtime_of(request).cancel(job_id))
+    """Cancel a job and its active children; cancelling a cancelled job answers it unchanged."""
+    job = await owned_job(request, principal, job_id, payload=False)
+    if job.is_terminal and job.status is not JobStatus.CANCELLED:
+        raise finished(job)
+    after = await runtime_of(request).cancel(job_id)
+    ended_first = after.is_terminal and after.cancel_requested_at is None
+    if ended_first and after.status is not JobStatus.CANCELLED:
+        raise finished(after)
+    return JobOut.of(after)
 
 
-@router.post("/{job_id:int}/retry", response_model=JobOut)
+@router.post(
+    "/{job_id:int}/retry",
+    response_model=JobOut,
+    responses={
+        409: {
+            "description": "JOB_NOT_RETRYABLE: the job is active or succeeded; DEDUPE_CONFLICT: "
+            "another active job (`job_id`) holds its dedupe key."
+        }
+    },
+)
 async def retry_job(request: Request, principal: Caller, job_id: RowId) -> JobOut:
     """Run a failed or cancelled job again."""
     await owned_job(request, principal, job_id, payload=False)
     try:
         return JobOut.of(await runtime_of(request).retry(job_id))
+    except DedupeConflict as exc:
+        raise ApiError(409, "DEDUPE_CONFLICT", str(exc), extra={"job_id": exc.holder}) from None
     except JobStateError as exc:
         raise ApiError(409, "JOB_NOT_RETRYABLE", str(exc)) from None
 

@@ -6,6 +6,11 @@ the machinery around its handler can answer (authentication, the body limit, ide
 lost database, a full disk, a crash), and every error response gets `ErrorBody` as its schema.
 Codes that a handler answers itself are declared on its route (`responses=`), with a
 description; `tests/e2e/test_api_fuzz.py` checks the served answers against the document.
+The document is OpenAPI 3.1: FastAPI describes a stream's items with `itemSchema`, a 3.2
+member, which is kept as the extension `x-itemSchema` (`tests/integration/test_openapi.py`
+validates the document with `openapi-spec-validator`). `/docs` is Swagger UI, served from
+the `swagger-ui-bundle-v2` package (the files of the `swagger-ui-dist` release), so it works
+offline: the page loads nothing from another origin.
 """
 
 from __future__ import annotations
@@ -13,12 +18,17 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import FastAPI
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import FileResponse, HTMLResponse
+from swagger_ui_bundle import swagger_ui_path
 
-from deckyard.api.errors import ErrorBody
+from deckyard.api.errors import ApiError, ErrorBody
 
 METHODS = frozenset({"get", "head", "post", "put", "patch", "delete"})
 WRITE_METHODS = frozenset({"post", "put", "patch", "delete"})
 ERROR_REF = {"$ref": "#/components/schemas/ErrorBody"}
+DOCS_URL = "/docs"
+DOCS_ASSETS = ("swagger-ui-bundle.js", "swagger-ui.css", "favicon-32x32.png")
 FASTAPI_ERROR_SCHEMAS = ("HTTPValidationError", "ValidationError")
 
 DESCRIPTIONS = {
@@ -29,7 +39,7 @@ DESCRIPTIONS = {
     409: "`IDEMPOTENCY_IN_PROGRESS`: the first request with this `Idempotency-Key` still runs.",
     413: "`PAYLOAD_TOO_LARGE`: the body is over the server's limit; nothing was stored.",
     422: "`INVALID_INPUT` (or a more precise code): a parameter or the body is refused; "
-    "`field` names it.",
+    "`field` names it (`body` for a body that is not UTF-8 or not JSON).",
     500: "`INTERNAL_ERROR`: a bug; the server log has the details.",
     503: "`DATABASE_UNAVAILABLE`: the database connection was lost; retry after `Retry-After`.",
     507: "`STORAGE_FULL`: the server's storage is full; nothing was stored.",
@@ -74,6 +84,7 @@ def document_errors(doc: dict[str, Any]) -> dict[str, Any]:
             for code, response in responses.items():
                 if code.isdigit() and int(code) >= 400:
                     _error_content(response)
+                _stream_items_as_extension(response)
     text = repr(doc["paths"])
     for name in FASTAPI_ERROR_SCHEMAS:
         if f"#/components/schemas/{name}'" not in text:
@@ -92,6 +103,17 @@ def _error_content(response: dict[str, Any]) -> None:
         response["description"] = DESCRIPTIONS[422]
 
 
+def _stream_items_as_extension(response: dict[str, Any]) -> None:
+    """Keep a stream's `itemSchema` (OpenAPI 3.2: each event's shape) as `x-itemSchema`.
+
+    No `schema` takes its place: in 3.1 that would describe the whole stream, and tools that
+    read streams (schemathesis) check each event against it.
+    """
+    for media in response.get("content", {}).values():
+        if "itemSchema" in media:
+            media["x-itemSchema"] = media.pop("itemSchema")
+
+
 def install_openapi(app: FastAPI) -> None:
     """Serve the completed document at `/openapi.json` (built once, on first use)."""
     generate = app.openapi
@@ -103,3 +125,24 @@ def install_openapi(app: FastAPI) -> None:
         return built[0]
 
     app.openapi = openapi  # type: ignore[method-assign]
+    install_docs(app)
+
+
+def install_docs(app: FastAPI) -> None:
+    """Serve Swagger UI at `/docs` with its scripts, style and icon from this server."""
+
+    @app.get(DOCS_URL, include_in_schema=False)
+    async def docs() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url="/openapi.json",
+            title=f"{app.title} API",
+            swagger_js_url=f"{DOCS_URL}/assets/swagger-ui-bundle.js",
+            swagger_css_url=f"{DOCS_URL}/assets/swagger-ui.css",
+            swagger_favicon_url=f"{DOCS_URL}/assets/favicon-32x32.png",
+        )
+
+    @app.get(f"{DOCS_URL}/assets/{{name}}", include_in_schema=False)
+    async def docs_asset(name: str) -> FileResponse:
+        if name not in DOCS_ASSETS:
+            raise ApiError(404, "NOT_FOUND", f"no documentation asset {name!r}")
+        return FileResponse(swagger_ui_path / name)

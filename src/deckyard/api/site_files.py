@@ -25,9 +25,15 @@ router = APIRouter(prefix="/sites", tags=["sites"])
 Workspace = Annotated[str, Path(min_length=1, max_length=64, description="The workspace id.")]
 DeckId = Annotated[int, Path(ge=1, le=BIG_ID_MAX, description="The deck id.")]
 Token = Annotated[str, Path(min_length=1, max_length=300, description="A share link's token.")]
+FILE_BODY = {"schema": {"type": "string", "format": "binary"}}
 SITE_FILE: dict[str, Any] = {
+    "response_class": Response,
     "responses": {
-        200: {"description": "The file, with its content type, `ETag` and `Cache-Control`."},
+        200: {
+            "description": "The file, with its content type (from its name: `text/html` for "
+            "the index and pages), `ETag` and `Cache-Control`.",
+            "content": {"text/html": FILE_BODY, "*/*": FILE_BODY},
+        },
         304: {"description": "The `If-None-Match` ETag is current."},
         403: {
             "description": "`SHARE_LINK_INVALID`, `SHARE_LINK_EXPIRED` or "

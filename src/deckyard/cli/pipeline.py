@@ -96,14 +96,17 @@ class RunReport:
 
 
 def pipeline_settings(work: Path, database_url: str | None, **overrides: Any) -> Settings:
-    """Settings for an in-process run: data under `work`, one supervised renderer."""
+    """Settings for an in-process run: data under `work`, one supervised renderer.
+
+    A run renders one workspace's deck, so that workspace may use every slot.
+    """
     return Settings.load(
         data_dir=work,
         database_url=database_url,
         renderers=1,
         migrate_on_start=True,
         background_loops=True,
-        **overrides,
+        **{"render_workspace_slot_share": 1.0, **overrides},
     )
 
 

@@ -156,6 +156,8 @@ class Database:
         self._statement_idle: list[psycopg.AsyncConnection[dict[str, Any]]] = []
         self._statement_slots = asyncio.Semaphore(pool_size)
         """`write_statement`'s own psycopg connections (PostgreSQL), at most `pool_size`."""
+        self._statement_generation = 0
+        """Bumped by `dispose`: a connection checked out before it is closed when it returns."""
         self.engine: AsyncEngine = self._make_engine(
             busy_timeout_seconds, pool_size, connect_timeout_seconds
         )
@@ -244,6 +246,7 @@ class Database:
         if self._inline is not None:
             self._inline.dispose()
             self._inline = None
+        self._statement_generation += 1
         while self._statement_idle:
             await self._statement_idle.pop().close()
         await self.engine.dispose()
@@ -330,6 +333,7 @@ class Database:
         from psycopg.rows import dict_row
 
         async with self._statement_slots:
+            generation = self._statement_generation
             conn = None
             while self._statement_idle and conn is None:
                 conn = self._statement_idle.pop()
@@ -349,8 +353,11 @@ class Database:
                 reusable = True
                 return rows, cur.rowcount
             finally:
+                # A statement still running when `dispose` ran closes its connection: pooled
+                # now, nothing would ever close it (psycopg warns when it is collected).
                 idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
-                if not conn.closed and not conn.broken and (reusable or idle):
+                current = generation == self._statement_generation
+                if current and not conn.closed and not conn.broken and (reusable or idle):
                     self._statement_idle.append(conn)
                 else:
                     await conn.close()

@@ -7,7 +7,10 @@ are accepted when the name says so and the bytes are UTF-8.
 
 Deleting an asset that a page, the theme or a font still refers to is refused with every
 reference (page, line, reference) unless forced: the deck is compiled without the asset and
-the problems that appear are exactly those references.
+the problems that appear are exactly those references (a manifest font's is on `deck.toml`).
+A forced delete also drops the manifest's font entries for that file in the same write: the
+font was the file, and a declaration of a missing file would fail every page of the deck.
+References from pages or the theme stay, and are compile problems of those pages until fixed.
 
 Replacing an asset that pages use goes through the write gate, as a theme edit does: `put`
 stores the new bytes as a content-addressed blob (harmless until an asset row points at it; the
@@ -40,7 +43,7 @@ from deckyard.decks.store_assets import (
     deck_asset_sha256,
     deck_asset_upsert,
 )
-from deckyard.decks.store_pages import deck_lock
+from deckyard.decks.store_pages import deck_lock, deck_style_set
 
 TEXT_TYPES = frozenset({"text/css", "text/javascript", "application/json", "text/plain"})
 _SNIFFED_ALIASES = {
@@ -230,7 +233,10 @@ class AssetEdits:
     async def delete(
         self, workspace_id: str, deck_id: int, path: str, *, force: bool, base: int | None = None
     ) -> bool:
-        """Delete an asset; refused while referenced unless `force`. False when not there."""
+        """Delete an asset; refused while referenced unless `force`. False when not there.
+
+        A forced delete drops the manifest's fonts that name the file in the same write.
+        """
 
         async def delete(conn: AsyncConnection) -> bool:
             await _locked(conn, deck_id, base)
@@ -252,6 +258,12 @@ class AssetEdits:
                         references=references,
                     )
             await deck_asset_delete(conn, deck_id, path)
+            fonts = [f for f in source.manifest.fonts if posixpath.normpath(f.file) != path]
+            if len(fonts) != len(source.manifest.fonts):
+                manifest = source.manifest.model_copy(update={"fonts": fonts})
+                await deck_style_set(
+                    conn, deck_id, manifest.model_dump(mode="json"), row.theme_css, row.theme_path
+                )
             await deck_touch(conn, deck_id, self.clock.now())
             return True
 

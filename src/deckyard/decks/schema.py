@@ -86,7 +86,11 @@ page_versions = Table(
     Column("actor_token_id", BigId),
     Column("created_at", UTCDateTime, nullable=False),
     UniqueConstraint("page_id", "number", name="uq_page_versions_page_id_number"),
+    sqlite_autoincrement=True,
 )
+"""Every version of every page; an id is never handed out twice, even after its page was
+deleted (`AUTOINCREMENT` on SQLite, a sequence on PostgreSQL): jobs and links name versions by
+id."""
 
 publications = Table(
     "publications",

@@ -31,6 +31,7 @@ from deckyard.decks.jobs.page_jobs import PageJobs, slide_spec_for
 from deckyard.decks.jobs.publish import publish_task
 from deckyard.decks.jobs.screenshots import kept_screenshot
 from deckyard.decks.jobs.site_jobs import SiteJobs
+from deckyard.decks.offload import Offload, source_bytes
 from deckyard.decks.page_edits import PageEdits
 from deckyard.decks.sites import SiteService
 from deckyard.decks.source.deck_source import DeckSource
@@ -87,8 +88,9 @@ class DeckService:
         self.settings = settings
         self.clock = clock
         self.limits = DeckLimits.from_settings(settings)
+        self.offload = Offload(settings)
         self.gateway = RenderGateway(render, runtime)
-        self.validator = PageValidator(self.gateway, settings)
+        self.validator = PageValidator(self.gateway, settings, self.offload)
         self.page_jobs = PageJobs(db, settings, clock, self.gateway, self.validator)
         self.deck_jobs = DeckJobs(db, settings, render.store, self.gateway)
         self.deck_pages = DeckPageJobs(db, render.store, self.validator)
@@ -118,6 +120,10 @@ class DeckService:
             )(fn)
         tasks.register(publish_task(db))
 
+    async def close(self) -> None:
+        """Stop the compile worker processes, if any were started."""
+        await self.offload.stop()
+
     # --- decks --------------------------------------------------------------------------------
 
     async def create_deck(
@@ -125,11 +131,14 @@ class DeckService:
     ) -> DeckCreated:
         """Store a loaded deck with a first version of every page, compiled where it compiles.
 
-        `report` is the deck's `compile_deck_report` when the caller compiled it already (say,
-        while the renderer was starting).
+        The compile runs off the event loop (`Offload`). `report` is the deck's
+        `compile_deck_report` when the caller compiled it already (say, while the renderer was
+        starting).
         """
         if report is None:
-            report = compile_deck_report(source, self.limits)
+            report = await self.offload.run(
+                source_bytes(source), compile_deck_report, source, self.limits
+            )
         compiled = {p.name: (p.document, p.sha256) for p in report.pages}
         now = self.clock.now()
         deck_id = await self.db.write(

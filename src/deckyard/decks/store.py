@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import posixpath
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -11,7 +13,14 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from deckyard.db import Database
 from deckyard.decks.schema import asset_blobs, deck_assets, decks, page_versions, pages
-from deckyard.decks.source.deck_source import Asset, DeckManifest, DeckSource, PageKind, PageSource
+from deckyard.decks.source.deck_source import (
+    PAGE_EXTENSIONS,
+    Asset,
+    DeckManifest,
+    DeckSource,
+    PageKind,
+    PageSource,
+)
 from deckyard.decks.store_assets import asset_blob_store
 
 
@@ -268,8 +277,33 @@ async def deck_touch(conn: AsyncConnection, deck_id: int, now: datetime) -> None
     )
 
 
+_PAGE_FILE_EXTENSIONS = {PageKind.MARKDOWN: ".md", PageKind.HTML: ".html"}
+
+
+def _listed_pages(listed: Sequence[str] | None, current: Sequence[PageVersionRow]) -> list[str]:
+    """The manifest's `pages`: the deck's pages now, in showing order, as file names.
+
+    Pages are added, renamed, reordered and deleted on their own rows, so the list the deck
+    was created with goes stale; it is made from the rows on every read instead. A page keeps
+    the file name it was listed under (`01-cover.htm`) while its name and kind still match.
+    """
+    kept: dict[tuple[str, PageKind], str] = {}
+    for name in listed or []:
+        stem, ext = posixpath.splitext(name)
+        if ext.lower() in PAGE_EXTENSIONS:
+            kept[(stem, PAGE_EXTENSIONS[ext.lower()])] = name
+    out: list[str] = []
+    for page in current:
+        kind = PageKind(page.kind)
+        out.append(kept.get((page.page_name, kind), page.page_name + _PAGE_FILE_EXTENSIONS[kind]))
+    return out
+
+
 async def deck_get(conn: AsyncConnection, deck_id: int, workspace_id: str) -> DeckRow | None:
-    """A deck of `workspace_id` with its pages' current versions, or None."""
+    """A deck of `workspace_id` with its pages' current versions, or None.
+
+    Its manifest's `pages` lists the pages as they are now (`_listed_pages`).
+    """
     row = (
         await conn.execute(
             select(decks).where(decks.c.id == deck_id, decks.c.workspace_id == workspace_id)
@@ -283,17 +317,19 @@ async def deck_get(conn: AsyncConnection, deck_id: int, workspace_id: str) -> De
         .where(pages.c.deck_id == deck_id)
         .order_by(pages.c.position)
     )
+    current = [PageVersionRow(**v._asdict()) for v in versions]
+    manifest = {**row.manifest, "pages": _listed_pages(row.manifest.get("pages"), current)}
     return DeckRow(
         id=row.id,
         workspace_id=row.workspace_id,
         title=row.title,
-        manifest=row.manifest,
+        manifest=manifest,
         theme_css=row.theme_css,
         theme_path=row.theme_path,
         version=row.version,
         created_at=row.created_at,
         updated_at=row.updated_at,
-        pages=[PageVersionRow(**v._asdict()) for v in versions],
+        pages=current,
     )
 
 

@@ -5,7 +5,13 @@ from deckyard.jobs.context import JobContext, JobError, current_job, slot_releas
 from deckyard.jobs.maintenance import Periodic, recover_expired
 from deckyard.jobs.models import Job, JobEvent
 from deckyard.jobs.policy import RecoveryPolicy, RetryPolicy
-from deckyard.jobs.runtime import EnqueueSpec, JobNotFound, JobStateError, Runtime
+from deckyard.jobs.runtime import (
+    DedupeConflict,
+    EnqueueSpec,
+    JobNotFound,
+    JobStateError,
+    Runtime,
+)
 from deckyard.jobs.status import EventType, JobErrorCode, JobStatus, Lifecycle
 from deckyard.jobs.store import WAKE_EVENTS
 from deckyard.jobs.store_retention import (
@@ -18,6 +24,7 @@ from deckyard.jobs.worker import Worker
 
 __all__ = [
     "WAKE_EVENTS",
+    "DedupeConflict",
     "EnqueueSpec",
     "EventType",
     "Job",

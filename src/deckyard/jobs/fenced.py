@@ -86,10 +86,15 @@ class FencedLeases:
         return await self.db.write(claim)
 
     async def extend(self, owner: str, job_id: int, attempt: int, lease: float) -> Extended:
-        """Extend the lease `owner` holds on the job's `attempt` by `lease` seconds."""
+        """Extend the lease `owner` holds on the job's `attempt` by `lease` seconds.
+
+        Never past the job's deadline: once that passed the lease is not held any more.
+        """
         now = self.clock.now()
         beat = await self.db.write(
-            lambda conn: lease_extend(conn, owner, [(job_id, attempt)], now, lease)
+            lambda conn: lease_extend(
+                conn, owner, [(job_id, attempt)], now, lease, to_deadline=True
+            )
         )
         return Extended(job_id in beat.extended, job_id in beat.cancel_requested)
 

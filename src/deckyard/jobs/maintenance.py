@@ -1,4 +1,5 @@
-"""The runtime's maintenance loops: lease recovery, pruning finished jobs, and periodic (cron) jobs.
+"""The runtime's maintenance loops: recovery (expired leases, pending jobs past their deadline),
+pruning finished jobs, and periodic (cron) jobs.
 
 Each loop reads first and writes only when there is something to do, so an idle runtime costs a
 few reads a minute and no writes. Writes go through `Database.write`, which retries a transaction
@@ -23,11 +24,12 @@ from deckyard.jobs.policy import RecoveryPolicy
 from deckyard.jobs.store import NewJob
 from deckyard.jobs.store_admin import (
     jobs_expired,
+    jobs_fail_pending_overdue,
     jobs_prunable,
     jobs_prune,
     jobs_recover_expired,
-    lease_next_expiry,
     periodic_tick_claim,
+    recovery_next_due,
 )
 from deckyard.loop import ACTIVE, IDLE, MORE, Loop, Tick
 
@@ -185,19 +187,38 @@ class Maintenance:
             await loop.stop()
 
     async def recovery_tick(self) -> Tick:
-        """Recover expired leases when one is due; otherwise sleep until the nearest expiry."""
+        """Recover expired leases and fail pending jobs past their deadline, when one is due.
+
+        Otherwise sleep until the nearest lease expiry or pending deadline (the loop's idle
+        ceiling bounds the wait, so a job enqueued meanwhile is seen): one read, no write.
+        """
         now = self.clock.now()
         async with self.db.read_connection() as conn:
-            nearest, unleased = await lease_next_expiry(conn)
-        if nearest is None and not unleased:
-            return IDLE
-        if unleased or (nearest is not None and nearest <= now):
+            due = await recovery_next_due(conn)
+        more = False
+        active = False
+        if due.pending_deadline is not None and due.pending_deadline <= now:
+            batch = self.recovery.batch_size
+            failed = await self.db.write(
+                lambda conn: jobs_fail_pending_overdue(self.db, conn, now, batch)
+            )
+            if failed:
+                log.info(
+                    "failed %d pending job(s) past their deadline: %s", len(failed), failed[:20]
+                )
+            self.metrics.recoveries["deadline_pending"] += len(failed)
+            active, more = True, len(failed) >= batch
+        if due.unleased or (due.lease_expiry is not None and due.lease_expiry <= now):
             outcome = await recover_expired(self.db, self.recovery, now)
             for name, ids in outcome.items():
                 self.metrics.recoveries[name] += len(ids)
-            return MORE if any(outcome.values()) else ACTIVE
-        assert nearest is not None
-        return Tick(due_in=(nearest - now).total_seconds())
+            active, more = True, more or any(outcome.values())
+        if active:
+            return MORE if more else ACTIVE
+        upcoming = [t for t in (due.lease_expiry, due.pending_deadline) if t is not None]
+        if not upcoming:
+            return IDLE
+        return Tick(due_in=(min(upcoming) - now).total_seconds())
 
     async def prune_tick(self) -> Tick:
         """Prune one batch; at once again while batches come back full."""

@@ -66,6 +66,22 @@ class JobStateError(Exception):
     """The job is not in a state that allows the operation."""
 
 
+class DedupeConflict(JobStateError):
+    """A retry was refused: another active job of the queue holds the job's dedupe key."""
+
+    def __init__(self, job_id: int, holder: int) -> None:
+        super().__init__(
+            f"job {job_id} cannot run again while active job {holder} holds its dedupe key; "
+            f"cancel job {holder} or wait for it to end"
+        )
+        self.job_id = job_id
+        self.holder = holder
+
+
+_RETRYABLE = (JobStatus.FAILED, JobStatus.CANCELLED)
+"""The statuses a job may be retried from."""
+
+
 @dataclass(frozen=True)
 class EnqueueSpec:
     """One job for `enqueue_many`."""
@@ -412,16 +428,27 @@ class Runtime:
         return job
 
     async def retry(self, job_id: int) -> Job:
-        """Run a failed or cancelled job again with a fresh attempt budget."""
+        """Run a failed or cancelled job again with a fresh attempt budget.
+
+        Raises `JobStateError` when the job is active or succeeded, and `DedupeConflict` when
+        another active job of its queue now holds its dedupe key.
+        """
 
         async def retry(conn: AsyncConnection) -> None:
-            job = await job_get(conn, job_id)
-            if job is None:
-                raise JobNotFound(job_id)
-            if not await job_retry(self.db, conn, job_id, self.clock.now()):
-                raise JobStateError(
-                    f"job {job_id} is {job.status}; only failed or cancelled jobs can be retried"
-                )
+            for _ in range(3):
+                done = await job_retry(self.db, conn, job_id, self.clock.now())
+                if done.retried:
+                    return
+                if done.status is None:
+                    raise JobNotFound(job_id)
+                if done.dedupe_holder is not None:
+                    raise DedupeConflict(job_id, done.dedupe_holder)
+                if done.status not in _RETRYABLE:
+                    raise JobStateError(
+                        f"job {job_id} is {done.status}; only failed or cancelled jobs can be "
+                        "retried"
+                    )
+            raise JobStateError(f"job {job_id} kept changing while being retried; try again")
 
         await self.db.write(retry)
         job = await self.get(job_id)

@@ -465,23 +465,43 @@ class Beat:
     cancel_requested: set[int]
 
 
+def _lease_until(until: datetime) -> ColumnElement[Any]:
+    """`until`, or the job's deadline when that comes first: a fenced lease never outlives it."""
+    return case(
+        (and_(jobs.c.deadline_at.is_not(None), jobs.c.deadline_at < until), jobs.c.deadline_at),
+        else_=until,
+    )
+
+
 async def lease_extend(
     conn: AsyncConnection,
     owner: str,
     held: Sequence[tuple[int, int]],
     now: datetime,
     lease: float,
+    *,
+    to_deadline: bool = False,
 ) -> Beat:
-    """Extend every unexpired lease this owner holds among `held` (id, attempt), in one UPDATE."""
+    """Extend every unexpired lease this owner holds among `held` (id, attempt), in one UPDATE.
+
+    With `to_deadline` (leases of workers outside the process) no lease is extended past the
+    job's deadline, and one whose deadline passed is not extended at all: the lease then runs
+    out at the deadline and recovery fails the job `DEADLINE_EXCEEDED`. In-process workers time
+    their handler out at the deadline themselves and must still hold the lease to report it.
+    """
+    until = now + timedelta(seconds=lease)
+    conds = [
+        tuple_(jobs.c.id, jobs.c.attempt).in_(held),
+        jobs.c.status == RUNNING,
+        jobs.c.lease_owner == owner,
+        jobs.c.lease_expires_at > now,
+    ]
+    if to_deadline:
+        conds.append(or_(jobs.c.deadline_at.is_(None), jobs.c.deadline_at > now))
     rows = await conn.execute(
         update(jobs)
-        .where(
-            tuple_(jobs.c.id, jobs.c.attempt).in_(held),
-            jobs.c.status == RUNNING,
-            jobs.c.lease_owner == owner,
-            jobs.c.lease_expires_at > now,
-        )
-        .values(lease_expires_at=now + timedelta(seconds=lease), updated_at=now)
+        .where(*conds)
+        .values(lease_expires_at=_lease_until(until) if to_deadline else until, updated_at=now)
         .returning(jobs.c.id, jobs.c.cancel_requested_at)
     )
     extended: set[int] = set()
@@ -512,7 +532,13 @@ def _held(owner: Any, now: Any) -> ColumnElement[bool]:
     )
 
 
+CANCELLED_RESULT = "cancelled while it ran; its result was discarded"
+DEADLINE_RESULT = "the deadline passed before the result came; it was discarded"
+
+
 def _success_values(now: Any, result: Any) -> dict[str, Any]:
+    """A success's columns: a success clears the error of earlier attempts (their events keep
+    it); a cancel request or a passed deadline refuses the result instead."""
     cancelled = jobs.c.cancel_requested_at.is_not(None)
     overdue = and_(jobs.c.deadline_at.is_not(None), jobs.c.deadline_at <= now)
     refused = or_(cancelled, overdue)
@@ -526,6 +552,11 @@ def _success_values(now: Any, result: Any) -> dict[str, Any]:
         "error_code": case(
             (cancelled, JobErrorCode.CANCELLED.value),
             (refused, JobErrorCode.DEADLINE_EXCEEDED.value),
+            else_=None,
+        ),
+        "error_message": case(
+            (cancelled, CANCELLED_RESULT),
+            (refused, DEADLINE_RESULT),
             else_=None,
         ),
         "lease_expires_at": None,
@@ -707,7 +738,10 @@ async def job_claim_in_workspace(
     now: datetime,
     lease: float,
 ) -> list[Job]:
-    """`job_claim` restricted to one workspace's jobs (for workers outside the process)."""
+    """`job_claim` restricted to one workspace's jobs (for workers outside the process).
+
+    The lease ends at the job's deadline when that comes first (see `lease_extend`).
+    """
     picked = (
         select(jobs.c.id)
         .where(
@@ -729,7 +763,7 @@ async def job_claim_in_workspace(
             .values(
                 status=RUNNING,
                 lease_owner=owner,
-                lease_expires_at=now + timedelta(seconds=lease),
+                lease_expires_at=_lease_until(now + timedelta(seconds=lease)),
                 attempt=jobs.c.attempt + 1,
                 started_at=now,
                 updated_at=now,
@@ -891,6 +925,10 @@ done AS (
             WHEN jobs.cancel_requested_at IS NOT NULL THEN :e_cancelled
             WHEN jobs.deadline_at IS NOT NULL AND jobs.deadline_at <= :now THEN :e_deadline
             ELSE NULL END,
+        error_message = CASE
+            WHEN jobs.cancel_requested_at IS NOT NULL THEN :m_cancelled
+            WHEN jobs.deadline_at IS NOT NULL AND jobs.deadline_at <= :now THEN :m_deadline
+            ELSE NULL END,
         lease_expires_at = NULL,
         finished_at = :now,
         updated_at = :now
@@ -966,6 +1004,8 @@ _SETTLE_CLAIM = PgStatement.named(
     cancelled=JobStatus.CANCELLED.value,
     e_cancelled=JobErrorCode.CANCELLED.value,
     e_deadline=JobErrorCode.DEADLINE_EXCEEDED.value,
+    m_cancelled=CANCELLED_RESULT,
+    m_deadline=DEADLINE_RESULT,
     cas_lost=EventType.CAS_LOST.value,
     started=EventType.STARTED.value,
     payload=WAKE_EVENTS,

@@ -8,10 +8,11 @@ the caller's connection; the caller chooses the transaction (and its retry, see
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, delete, func, or_, select, update
+from sqlalchemy import ColumnElement, and_, delete, exists, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from deckyard.db import Database
@@ -40,9 +41,12 @@ async def job_list(
     parent_id: int | None = None,
     before_id: int | None = None,
     limit: int = 100,
+    system: bool = False,
 ) -> list[Job]:
-    """Jobs matching the filters, newest first."""
-    conds = []
+    """Jobs matching the filters, newest first; `system`: only jobs of no workspace."""
+    conds: list[ColumnElement[bool]] = []
+    if system:
+        conds.append(jobs.c.workspace_id.is_(None))
     if queue is not None:
         conds.append(jobs.c.queue == queue)
     if status is not None:
@@ -165,13 +169,39 @@ async def jobs_cancel(
     return ended, requested
 
 
-async def job_retry(db: Database, conn: AsyncConnection, job_id: int, now: datetime) -> bool:
-    """Put a failed (or cancelled) job back to pending with a fresh attempt budget."""
-    result = await conn.execute(
+@dataclass(frozen=True)
+class Retried:
+    """What `job_retry` did: `retried`, or why not (`status` as found, `dedupe_holder`)."""
+
+    retried: bool
+    status: JobStatus | None = None
+    dedupe_holder: int | None = None
+
+
+_other = jobs.alias("other")
+_DEDUPE_HELD = exists().where(
+    _other.c.queue == jobs.c.queue,
+    _other.c.dedupe_key == jobs.c.dedupe_key,
+    _other.c.status.in_(ACTIVE),
+    _other.c.id != jobs.c.id,
+)
+"""Another active job of the same queue holds this job's dedupe key."""
+
+
+async def job_retry(db: Database, conn: AsyncConnection, job_id: int, now: datetime) -> Retried:
+    """Put a failed (or cancelled) job back to pending with a fresh attempt budget.
+
+    Guarded on status and on its dedupe key: while another active job of the queue holds the
+    key (enqueued after this one ended) nothing changes and the answer names that job, instead
+    of the unique index refusing the write. On PostgreSQL an enqueue of the same key that
+    commits between the guard's read and this write still hits the index (a narrow race).
+    """
+    rows = await conn.execute(
         update(jobs)
         .where(
             jobs.c.id == job_id,
             jobs.c.status.in_([JobStatus.FAILED.value, JobStatus.CANCELLED.value]),
+            or_(jobs.c.dedupe_key.is_(None), ~_DEDUPE_HELD),
         )
         .values(
             status=JobStatus.PENDING.value,
@@ -186,12 +216,32 @@ async def job_retry(db: Database, conn: AsyncConnection, job_id: int, now: datet
             result=None,
             updated_at=now,
         )
+        .returning(jobs.c.id)
     )
-    if result.rowcount == 1:
+    if rows.first() is not None:
         await events_append(db, conn, [(job_id, EventType.ENQUEUED.value, {"retry": True})], now)
         db.notify(conn, WAKE_JOBS)
-        return True
-    return False
+        return Retried(True)
+    found = (
+        await conn.execute(
+            select(jobs.c.status, jobs.c.queue, jobs.c.dedupe_key).where(jobs.c.id == job_id)
+        )
+    ).first()
+    if found is None:
+        return Retried(False)
+    holder = None
+    if found.dedupe_key is not None:
+        holder = (
+            await conn.execute(
+                select(jobs.c.id).where(
+                    jobs.c.queue == found.queue,
+                    jobs.c.dedupe_key == found.dedupe_key,
+                    jobs.c.status.in_(ACTIVE),
+                    jobs.c.id != job_id,
+                )
+            )
+        ).scalar()
+    return Retried(False, JobStatus(found.status), holder)
 
 
 # --- recovery ---------------------------------------------------------------------------------
@@ -205,17 +255,68 @@ def _expired(now: datetime) -> ColumnElement[bool]:
     )
 
 
-async def lease_next_expiry(conn: AsyncConnection) -> tuple[datetime | None, bool]:
-    """(earliest lease expiry among running jobs, whether a running job has no lease at all)."""
+@dataclass(frozen=True)
+class RecoveryDue:
+    """When recovery next has work: a lease running out, or a pending job's deadline."""
+
+    lease_expiry: datetime | None
+    """The earliest lease expiry among running jobs."""
+    unleased: bool
+    """Whether a running job has no lease at all (recover it now)."""
+    pending_deadline: datetime | None
+    """The earliest deadline among pending jobs."""
+
+
+async def recovery_next_due(conn: AsyncConnection) -> RecoveryDue:
+    """What `RecoveryDue` says, in one read."""
+    running = jobs.c.status == RUNNING
     row = (
         await conn.execute(
             select(
-                func.min(jobs.c.lease_expires_at),
-                func.count().filter(jobs.c.lease_expires_at.is_(None)),
-            ).where(jobs.c.status == RUNNING)
+                select(func.min(jobs.c.lease_expires_at)).where(running).scalar_subquery(),
+                select(func.count())
+                .where(running, jobs.c.lease_expires_at.is_(None))
+                .scalar_subquery(),
+                select(func.min(jobs.c.deadline_at))
+                .where(jobs.c.status == JobStatus.PENDING.value, jobs.c.deadline_at.is_not(None))
+                .scalar_subquery(),
+            )
         )
     ).one()
-    return row[0], bool(row[1])
+    return RecoveryDue(row[0], bool(row[1]), row[2])
+
+
+async def jobs_fail_pending_overdue(
+    db: Database, conn: AsyncConnection, now: datetime, limit: int
+) -> list[int]:
+    """Fail up to `limit` pending jobs whose deadline passed (`DEADLINE_EXCEEDED`), unclaimed.
+
+    Without this a pending job past its deadline would wait for a claim on its queue to end it
+    (an external queue nobody polls, a queue with no worker). Guarded on still pending with a
+    passed deadline; each gets the `failed` event a claim would have written.
+    """
+    overdue = and_(
+        jobs.c.status == JobStatus.PENDING.value,
+        jobs.c.deadline_at.is_not(None),
+        jobs.c.deadline_at <= now,
+    )
+    picked = select(jobs.c.id).where(overdue).order_by(jobs.c.deadline_at).limit(limit)
+    rows = await conn.execute(
+        update(jobs)
+        .where(jobs.c.id.in_(picked.scalar_subquery()), overdue)
+        .values(
+            status=JobStatus.FAILED.value,
+            finished_at=now,
+            updated_at=now,
+            error_code=JobErrorCode.DEADLINE_EXCEEDED.value,
+            error_message="deadline passed before the job could start",
+        )
+        .returning(jobs.c.id)
+    )
+    ids = [r.id for r in rows]
+    data = {"error_code": JobErrorCode.DEADLINE_EXCEEDED.value}
+    await events_append(db, conn, [(i, EventType.FAILED.value, data) for i in ids], now)
+    return ids
 
 
 async def jobs_expired(conn: AsyncConnection, now: datetime, limit: int) -> list[int]:
@@ -251,7 +352,7 @@ async def jobs_recover_expired(
             {
                 "status": JobStatus.FAILED.value,
                 "error_code": JobErrorCode.DEADLINE_EXCEEDED.value,
-                "error_message": "deadline passed while its worker was gone",
+                "error_message": "deadline passed before its worker finished",
             },
         ),
         (

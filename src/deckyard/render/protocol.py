@@ -378,6 +378,7 @@ class RenderErrorCode(StrEnum):
     NO_FREE_SLOT = "RENDER_NO_FREE_SLOT"
     RESULT_LOST = "RENDER_RESULT_LOST"
     DEADLINE_EXCEEDED = "RENDER_DEADLINE_EXCEEDED"
+    PAGE_BUDGET_EXCEEDED = "RENDER_PAGE_BUDGET_EXCEEDED"
     BROWSER_CRASHED = "RENDER_BROWSER_CRASHED"
     WORKER_STOPPED = "RENDER_WORKER_STOPPED"
     INTERNAL_ERROR = "RENDER_INTERNAL_ERROR"
@@ -400,6 +401,7 @@ _KIND: dict[RenderErrorCode, ErrorKind] = {
     RenderErrorCode.NO_FREE_SLOT: ErrorKind.INFRASTRUCTURE,
     RenderErrorCode.RESULT_LOST: ErrorKind.INFRASTRUCTURE,
     RenderErrorCode.DEADLINE_EXCEEDED: ErrorKind.INFRASTRUCTURE,
+    RenderErrorCode.PAGE_BUDGET_EXCEEDED: ErrorKind.CONTENT,
     RenderErrorCode.BROWSER_CRASHED: ErrorKind.INFRASTRUCTURE,
     RenderErrorCode.WORKER_STOPPED: ErrorKind.INFRASTRUCTURE,
     RenderErrorCode.INTERNAL_ERROR: ErrorKind.INFRASTRUCTURE,
@@ -436,8 +438,9 @@ def is_infrastructure(code: RenderErrorCode | str) -> bool:
 def is_retryable(code: RenderErrorCode | str) -> bool:
     """Whether another attempt could succeed: infrastructure failures except bad credentials.
 
-    A deadline counts as retryable; the control plane bounds retries by the request's own
-    deadline, so a page that always hangs still ends as `RENDER_DEADLINE_EXCEEDED`.
+    A deadline counts as retryable (the renderer was too slow to get to the page); a document
+    whose own load, settle and capture outlast its budget is `RENDER_PAGE_BUDGET_EXCEEDED`, a
+    content failure that no retry would fix.
     """
     if not is_infrastructure(code):
         return False

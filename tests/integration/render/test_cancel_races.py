@@ -40,7 +40,12 @@ from deckyard.render.protocol import RenderErrorCode
 from tests.integration.render.deck_rows import commit_rendered, pending_deck
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
-SETTINGS = Settings.load(render_global_cap=4, render_workspace_cap=4, render_lease_seconds=10)
+SETTINGS = Settings.load(
+    render_global_cap=4,
+    render_workspace_cap=4,
+    render_lease_seconds=10,
+    render_workspace_slot_share=1.0,
+)
 JOB = 7
 
 

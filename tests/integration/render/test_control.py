@@ -60,6 +60,7 @@ def settings(**over: Any) -> Settings:
         "render_request_deadline_seconds": 60.0,
         "render_global_cap": 16,
         "render_workspace_cap": 4,
+        "render_workspace_slot_share": 1.0,
         "loop_error_backoff_seconds": 0.05,
     }
     return Settings.load(**{**base, **over})
@@ -238,6 +239,49 @@ async def test_admission_respects_global_and_workspace_caps(db: Database, tmp_pa
     assert by_ws == {"a": 2, "b": 1}
     assert len({(x.renderer_row_id, x.slot) for x in active}) == 3
     assert {(await p.get(i)).status for i in a[2:] + b[1:]} == {RequestStatus.PENDING}
+    await p.coordinator.client.aclose()
+
+
+async def test_one_workspace_holds_at_most_its_share_of_the_slots(
+    db: Database, tmp_path: Path
+) -> None:
+    """Issue 30 item 6: one workspace's pages (say, pages that never settle and hold their
+    slots for a whole budget) cannot take every slot; the others' requests get the rest."""
+    p = make_plane(
+        db,
+        tmp_path,
+        FakeRenderer("http://r1", slots=3),
+        FakeRenderer("http://r2", slots=1),
+        render_workspace_slot_share=0.5,
+    )
+    a = [await p.request("a", n) for n in range(4)]
+    await p.coordinator.probe_once()
+    for _ in range(3):
+        await p.coordinator.dispatch_once()
+    active = await p.active()
+    assert sorted(x.workspace_id for x in active) == ["a", "a"]
+    assert [(await p.get(i)).status for i in a].count(RequestStatus.PENDING) == 2
+
+    b = [await p.request("b", n) for n in range(3)]
+    for _ in range(3):
+        await p.coordinator.dispatch_once()
+    active = await p.active()
+    by_ws = {w: sum(1 for x in active if x.workspace_id == w) for w in ("a", "b")}
+    assert by_ws == {"a": 2, "b": 2}
+    assert [(await p.get(i)).status for i in b].count(RequestStatus.PENDING) == 1
+    assert len({(x.renderer_row_id, x.slot) for x in active}) == 4
+    await p.coordinator.client.aclose()
+
+
+async def test_the_workspace_share_is_at_least_one_slot(db: Database, tmp_path: Path) -> None:
+    p = make_plane(
+        db, tmp_path, FakeRenderer("http://r1", slots=1), render_workspace_slot_share=0.1
+    )
+    first, second = await p.request("a", 0), await p.request("a", 1)
+    await p.coordinator.probe_once()
+    await p.coordinator.dispatch_once()
+    assert (await p.get(first)).status is RequestStatus.RUNNING
+    assert (await p.get(second)).status is RequestStatus.PENDING
     await p.coordinator.client.aclose()
 
 

@@ -20,7 +20,12 @@ from deckyard.render.control.store import (
 from tests.integration.render.deck_rows import commit_rendered, pending_deck
 
 START = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
-SETTINGS = Settings.load(render_global_cap=2, render_workspace_cap=2, render_lease_seconds=10)
+SETTINGS = Settings.load(
+    render_global_cap=2,
+    render_workspace_cap=2,
+    render_lease_seconds=10,
+    render_workspace_slot_share=1.0,
+)
 BUDGET = 2
 
 

@@ -32,7 +32,12 @@ from deckyard.render.control.store_pages import pages_pending
 from tests.integration.render.deck_rows import commit_rendered, pending_deck
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
-SETTINGS = Settings.load(render_global_cap=4, render_workspace_cap=3, render_lease_seconds=10)
+SETTINGS = Settings.load(
+    render_global_cap=4,
+    render_workspace_cap=3,
+    render_lease_seconds=10,
+    render_workspace_slot_share=1.0,
+)
 
 
 async def deck(db: Database, pages: int, slots: int = 4) -> int:

@@ -95,6 +95,8 @@ def test_error_kinds_are_never_confused() -> None:
     assert error_kind(RenderErrorCode.SSRF_BLOCKED) is ErrorKind.CONTENT
     assert error_kind(RenderErrorCode.CANCELLED) is ErrorKind.CANCELLED
     assert is_retryable(RenderErrorCode.DEADLINE_EXCEEDED)
+    assert error_kind(RenderErrorCode.PAGE_BUDGET_EXCEEDED) is ErrorKind.CONTENT
+    assert not is_retryable(RenderErrorCode.PAGE_BUDGET_EXCEEDED)
     assert is_retryable(RenderErrorCode.RESULT_LOST)
     assert not is_retryable(RenderErrorCode.PAGE_ERROR)
     assert not is_retryable(RenderErrorCode.CANCELLED)

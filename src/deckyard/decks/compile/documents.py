@@ -13,12 +13,13 @@ import posixpath
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from deckyard.decks.compile.assets import AssetResolver
+from deckyard.decks.compile.assets import AssetResolver, ReferenceProblem
 from deckyard.decks.compile.css_scope import CssContext, rewrite_stylesheet
 from deckyard.decks.compile.html_page import PagePart, compile_part
 from deckyard.decks.compile.themes import core_css, expand_theme, only_markdown
 from deckyard.decks.diagrams import MERMAID_CLASS, mermaid_scripts
 from deckyard.decks.errors import CompileError, CompileErrorCode, CompileProblem
+from deckyard.decks.source.assemble import MANIFEST_FILE, field_path
 from deckyard.decks.source.deck_source import DeckSource, PageKind, PageSource
 from deckyard.decks.source.limits import DeckLimits
 from deckyard.decks.source.reveal_html import print_page
@@ -65,18 +66,35 @@ class _Shared:
     problems: list[CompileProblem]
 
 
-def _shared(deck: DeckSource, resolver: AssetResolver) -> _Shared:
-    problems: list[CompileProblem] = []
+def _font_faces(deck: DeckSource, resolver: AssetResolver, problems: list[CompileProblem]) -> str:
+    """The manifest's fonts as `@font-face` rules; a font whose file is gone is a problem of
+    `deck.toml` (it fails every page, as a theme problem does), never an exception."""
     faces: list[str] = []
-    for font in deck.manifest.fonts:
+    for i, font in enumerate(deck.manifest.fonts):
         path = posixpath.normpath(font.file)
+        try:
+            src = resolver.resolve(path)
+        except ReferenceProblem as problem:
+            where = field_path(("fonts", i, "file"))
+            problems.append(
+                CompileProblem(
+                    problem.code, f"{where}: {problem.message}", MANIFEST_FILE, font.file
+                )
+            )
+            continue
         fmt = _FONT_FORMATS.get(posixpath.splitext(path)[1].lower())
         hint = f' format("{fmt}")' if fmt else ""
         faces.append(
-            f'@font-face {{ font-family: "{font.family}"; src: url("{resolver.resolve(path)}")'
+            f'@font-face {{ font-family: "{font.family}"; src: url("{src}")'
             f"{hint}; font-weight: {font.weight}; font-style: {font.style}; "
             f"font-display: {font.display}; }}"
         )
+    return "\n".join(faces)
+
+
+def _shared(deck: DeckSource, resolver: AssetResolver) -> _Shared:
+    problems: list[CompileProblem] = []
+    fonts_css = _font_faces(deck, resolver, problems)
     theme_css, theme_path = deck.theme_css, deck.theme_path
     implicit = not theme_css and any(p.kind is PageKind.MARKDOWN for p in deck.pages)
     if implicit:
@@ -86,12 +104,10 @@ def _shared(deck: DeckSource, resolver: AssetResolver) -> _Shared:
         files = {path: asset.data for path, asset in deck.assets.items()}
         expanded = expand_theme(theme_css, theme_path, files)
         origin = theme_path or "theme"
-        for file, line, message in expanded.problems:
-            where = f"{file}:{line}: " if file != origin else ""
+        for found in expanded.problems:
+            where = f"{found.origin}:{found.line}: " if found.origin != origin else ""
             problems.append(
-                CompileProblem(
-                    CompileErrorCode.CSS_UNSUPPORTED, where + message, origin, None, line
-                )
+                CompileProblem(found.code, where + found.message, origin, None, found.line)
             )
         for sheet in expanded.sheets:
             ctx = CssContext(resolver, base_dir=sheet.base_dir)
@@ -101,7 +117,7 @@ def _shared(deck: DeckSource, resolver: AssetResolver) -> _Shared:
                 CompileProblem(p.code, p.message, origin, p.reference, p.line) for p in ctx.problems
             )
     theme = "\n".join(sheets)
-    return _Shared("\n".join(faces), theme, problems)
+    return _Shared(fonts_css, theme, problems)
 
 
 def _base_css(width: int, height: int, *, print_mode: bool) -> str:

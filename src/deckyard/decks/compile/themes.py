@@ -5,6 +5,10 @@ A theme may start with `@import "default"` (a built-in, as Marp themes do) or
 imported sheet becomes its own `ThemeSheet` with its own base folder, so its `url()`s stay
 relative to where it was written; the compiler scopes and inlines each one. Names of Marp,
 Slidev and reveal.js themes map to the closest built-in, with a note saying so.
+
+A rule tinycss2 cannot parse (a stray `}`, say) is a `ParseError` node, which has no text form:
+it is reported as a problem with its line and column and left out of the sheet, as a browser
+would drop it.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import tinycss2
 from pygments.formatters import HtmlFormatter
 
 from deckyard.decks.compile.slide_markdown import CODE_CLASS
+from deckyard.decks.errors import CompileErrorCode
 from deckyard.decks.source.theme_names import BUILTIN_THEMES, THEME_ALIASES, builtin_name
 
 _PACKAGE = "deckyard.decks.compile"
@@ -35,12 +40,22 @@ class ThemeSheet:
     origin: str
 
 
+@dataclass(frozen=True)
+class ThemeProblem:
+    """A problem in one sheet of a theme: which file, which line, what and its code."""
+
+    origin: str
+    line: int
+    message: str
+    code: CompileErrorCode = CompileErrorCode.CSS_UNSUPPORTED
+
+
 @dataclass
 class ThemeImports:
     """A theme's sheets in cascade order (imports first) and the problems met on the way."""
 
     sheets: list[ThemeSheet] = field(default_factory=list)
-    problems: list[tuple[str, int, str]] = field(default_factory=list)
+    problems: list[ThemeProblem] = field(default_factory=list)
 
 
 def _data(name: str) -> str:
@@ -85,13 +100,20 @@ def _expand(
     rules = tinycss2.parse_stylesheet(css, skip_comments=False, skip_whitespace=False)
     kept: list[Any] = []
     for rule in rules:
+        line = int(getattr(rule, "source_line", 1))
+        if rule.type == "error":
+            message = (
+                f"invalid CSS at column {rule.source_column}: {rule.message} "
+                "(a stray '}' or a selector without its { } block?)"
+            )
+            out.problems.append(ThemeProblem(origin, line, message, CompileErrorCode.CSS_SYNTAX))
+            continue
         if rule.type != "at-rule" or rule.lower_at_keyword != "import":
             kept.append(rule)
             continue
         target = _import_target(rule)
-        line = int(getattr(rule, "source_line", 1))
         if target is None:
-            out.problems.append((origin, line, "this @import names no stylesheet"))
+            out.problems.append(ThemeProblem(origin, line, "this @import names no stylesheet"))
             continue
         builtin = target.strip().lower()
         if builtin in BUILTIN_THEMES or builtin in THEME_ALIASES:
@@ -102,13 +124,14 @@ def _expand(
             continue
         path = posixpath.normpath(posixpath.join(base_dir, target.split("?", 1)[0]))
         if "://" in target or target.startswith("//"):
-            out.problems.append(
-                (origin, line, f"@import {target!r} is remote; download it into assets/")
-            )
+            message = f"@import {target!r} is remote; download it into assets/"
+            out.problems.append(ThemeProblem(origin, line, message))
         elif path in seen:
-            out.problems.append((origin, line, f"@import {target!r} imports itself"))
+            out.problems.append(ThemeProblem(origin, line, f"@import {target!r} imports itself"))
         elif path not in files:
-            out.problems.append((origin, line, f"@import {target!r}: no such file ({path})"))
+            out.problems.append(
+                ThemeProblem(origin, line, f"@import {target!r}: no such file ({path})")
+            )
         else:
             text = files[path].decode("utf-8-sig", errors="replace")
             _expand(text, posixpath.dirname(path), path, files, out, seen | {path})

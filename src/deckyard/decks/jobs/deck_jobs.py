@@ -27,6 +27,7 @@ from deckyard.decks.jobs.names import (
     DeckJobErrorCode,
 )
 from deckyard.decks.site.build import INDEX as SITE_INDEX
+from deckyard.decks.site.build import MANIFEST as SITE_MANIFEST
 from deckyard.decks.site.build import build_site
 from deckyard.decks.site.verify import verify_site_zip
 from deckyard.decks.source.limits import DeckLimits, site_zip_limits
@@ -98,12 +99,19 @@ class DeckJobs:
     async def verify_site_in_browser(
         self, ctx: JobContext, site: bytes, first: CompiledPage, workspace: str
     ) -> dict[str, Any]:
-        """Load the built site's index in Chromium; refuse the build unless nothing failed."""
+        """Load the built site's index in Chromium; refuse the build unless nothing failed.
+
+        The index shows the first page; the other pages are not loaded at start, so they stay
+        out of the render (each page of a reveal.js deck holds the whole deck, and forty of
+        them passed the renderer's document limit).
+        """
         with zipfile.ZipFile(io.BytesIO(site)) as archive:
+            pages = [str(p["file"]) for p in json.loads(archive.read(SITE_MANIFEST))["pages"]]
+            unused = set(pages[1:])
             files = {
                 info.filename: base64.b64encode(archive.read(info)).decode("ascii")
                 for info in archive.infolist()
-                if not info.is_dir()
+                if not info.is_dir() and info.filename not in unused
             }
         index = base64.b64decode(files.pop(SITE_INDEX)).decode("utf-8")
         spec = ScreenshotSpec.model_validate(

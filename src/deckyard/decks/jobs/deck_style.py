@@ -24,12 +24,14 @@ from deckyard.db import Database
 from deckyard.decks.asset_edits import asset_users
 from deckyard.decks.jobs.handler_support import load_deck, refused, workspace_of
 from deckyard.decks.jobs.names import DeckEvent, DeckJobErrorCode
+from deckyard.decks.jobs.screenshots import render_pointer
 from deckyard.decks.source.deck_source import Asset, DeckManifest, DeckSource
 from deckyard.decks.store import (
     deck_touch,
     page_find,
     page_version_insert,
     page_version_next_number,
+    page_version_set_screenshot,
 )
 from deckyard.decks.store_assets import asset_blob_get, deck_asset_upsert
 from deckyard.decks.store_pages import deck_lock, deck_style_set, page_lock
@@ -147,7 +149,7 @@ class DeckStyleJob:
                 assert page is not None
                 assert check.compiled is not None
                 number = await page_version_next_number(conn, page_id)
-                await page_version_insert(
+                version_id = await page_version_insert(
                     conn,
                     page_id,
                     page.kind.value,
@@ -160,6 +162,9 @@ class DeckStyleJob:
                     actor_token_id=ctx.payload.get("actor_token_id"),
                     number=number,
                 )
+                shot = render_pointer(check, job_id=ctx.id)
+                if shot is not None:
+                    await page_version_set_screenshot(conn, version_id, shot)
                 summary["pages"][check.name] = number
             await deck_touch(conn, deck_id, now)
 

@@ -20,6 +20,7 @@ from deckyard.db import Database
 from deckyard.decks.jobs.handler_support import load_deck, refused, workspace_of
 from deckyard.decks.jobs.names import DeckEvent, DeckJobErrorCode
 from deckyard.decks.jobs.screenshots import (
+    render_pointer,
     reusable_pointer,
     screenshot_pointer,
     validation_pointer,
@@ -172,11 +173,14 @@ class PageJobs:
         The write locks the page (or, for a new page, the deck) row, compares its head with
         `base` when given (`EDIT_CONFLICT` otherwise) and numbers the version after the head
         it found; it then fills `summary` in with `page_id` and `version_number` (before the
-        write they hold the numbers seen while validating).
+        write they hold the numbers seen while validating). The version records the payload's
+        `actor_token_id`, or, when the payload names none (a model's jobs), the job's actor.
         """
         workspace = workspace_of(ctx)
         name, kind = edited.name, edited.kind
         actor = ctx.payload.get("actor_token_id")
+        if actor is None:
+            actor = ctx.job.actor_token_id
         is_new = source.page(name) is None
         pages = [edited if p.name == name else p for p in source.pages]
         deck = source.model_copy(update={"pages": [*pages, edited] if is_new else pages})
@@ -195,6 +199,8 @@ class PageJobs:
                 raise refused(DeckJobErrorCode.PAGE_NOT_FOUND, f"no page {name!r}")
             number = 1 if page_id is None else await page_version_next_number(conn, page_id)
         compiled = check.compiled
+        # render once: the render that validated the edit is the new version's screenshot
+        shot = render_pointer(check, job_id=ctx.id)
         summary: dict[str, Any] = {
             "page": name,
             "page_id": page_id,
@@ -210,7 +216,7 @@ class PageJobs:
             now = self.clock.now()
             target = await self._locked_target(conn, deck_id, name, base, is_new, now)
             written = await page_version_next_number(conn, target)
-            await page_version_insert(
+            version_id = await page_version_insert(
                 conn,
                 target,
                 kind.value,
@@ -223,6 +229,8 @@ class PageJobs:
                 actor_token_id=actor,
                 number=written,
             )
+            if shot is not None:
+                await page_version_set_screenshot(conn, version_id, shot)
             await deck_touch(conn, deck_id, now)
             summary.update(page_id=target, version_number=written)
 

@@ -76,6 +76,17 @@ def validation_pointer(
         return None
     if version.screenshot is not None and not pointer_matches(version.screenshot, check.spec):
         return None
+    return render_pointer(check, job_id=job_id)
+
+
+def render_pointer(check: PageCheck, *, job_id: int) -> dict[str, Any] | None:
+    """The render that validated `check`'s page as a screenshot pointer, when it rendered.
+
+    The write gate gives it to the version it writes: that version's document is the one
+    that was rendered.
+    """
+    if check.render is None or check.spec is None or check.compiled is None:
+        return None
     return screenshot_pointer(
         check.spec, check.render, job_id=job_id, render_job_id=check.render_job_id
     )

@@ -9,10 +9,11 @@ reads `unavailable`, never passed (rule Q0).
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from deckyard.decks.compile.documents import CompiledPage, compile_each
+from deckyard.decks.errors import CompileError
+from deckyard.decks.offload import source_bytes
 from deckyard.decks.source.deck_source import DeckSource
 from deckyard.decks.validation.page_check import PageCheck, PageValidator, slide_spec
 from deckyard.decks.validation.result import StageOutcome
@@ -51,12 +52,13 @@ async def render_specs(
 
 
 def compile_pages(
-    validator: PageValidator, deck: DeckSource
+    each: dict[str, CompiledPage | CompileError],
 ) -> tuple[dict[str, CompiledPage], dict[str, PageCheck]]:
-    """Every page compiled; the checks of those that did not compile (render skipped)."""
+    """The pages that compiled (of `compile_each`'s outcome); the checks of those that did not
+    (render skipped)."""
     compiled: dict[str, CompiledPage] = {}
     failed: dict[str, PageCheck] = {}
-    for name, outcome in compile_each(deck, validator.limits).items():
+    for name, outcome in each.items():
         if isinstance(outcome, CompiledPage):
             compiled[name] = outcome
             continue
@@ -69,9 +71,10 @@ def compile_pages(
 async def check_pages(
     validator: PageValidator, deck: DeckSource, ctx: JobContext
 ) -> list[PageCheck]:
-    """Every page of `deck` compiled (in a thread: the loop keeps heartbeating and polling),
-    then the compiled ones rendered in one deck request."""
-    compiled, checks = await asyncio.to_thread(compile_pages, validator, deck)
+    """Every page of `deck` compiled off the event loop (`Offload`: the loop keeps heartbeating
+    and polling), then the compiled ones rendered in one deck request."""
+    each = await validator.offload.run(source_bytes(deck), compile_each, deck, validator.limits)
+    compiled, checks = compile_pages(each)
     names = list(compiled)
     specs = [slide_spec(compiled[name]) for name in names]
     for name, spec, outcome in zip(

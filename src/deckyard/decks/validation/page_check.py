@@ -9,6 +9,7 @@ from typing import Any
 from deckyard.config import Settings
 from deckyard.decks.compile.documents import CompiledPage, compile_page
 from deckyard.decks.errors import CompileError
+from deckyard.decks.offload import Offload
 from deckyard.decks.source.deck_source import DeckSource
 from deckyard.decks.source.limits import DeckLimits
 from deckyard.decks.validation.combine import combine_results
@@ -57,10 +58,11 @@ class PageCheck:
 class PageValidator:
     """Runs both validation stages for pages of a `DeckSource`."""
 
-    def __init__(self, gateway: RenderGateway, settings: Settings) -> None:
+    def __init__(self, gateway: RenderGateway, settings: Settings, offload: Offload) -> None:
         self.gateway = gateway
         self.settings = settings
         self.limits = DeckLimits.from_settings(settings)
+        self.offload = offload
 
     async def check(
         self,
@@ -75,9 +77,12 @@ class PageValidator:
         """Compile page `name` in `deck`, then render it unless it failed or `skip_render`.
 
         Without `keep_artifact` the render's screenshot is deleted once its diagnostics are in.
+        The compile runs off the event loop (`Offload`).
         """
+        page = deck.page(name)
+        size = len(page.text if page is not None else "") + len(deck.theme_css or "")
         try:
-            compiled = compile_page(deck, name, self.limits)
+            compiled = await self.offload.run(size, compile_page, deck, name, self.limits)
         except CompileError as exc:
             skipped = render_outcome_skipped("the page did not compile")
             return PageCheck(

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -141,7 +142,8 @@ async def admit_due(
     now: datetime,
     reachable: set[str],
 ) -> list[Admitted]:
-    """Give due pending requests attempts on free slots while the caps allow.
+    """Give due pending requests attempts on free slots while the caps allow (the global
+    cap, and each workspace's `workspace_slot_cap`).
 
     Only renderers named in `reachable` (those this process can post to) get attempts.
     Requests past their deadline fail with `RENDER_DEADLINE_EXCEEDED` instead. Call inside a
@@ -160,6 +162,7 @@ async def admit_due(
         and w.slots > 0
         and w.name in reachable
     ]
+    cap = workspace_slot_cap(settings, renderers)
     admitted: list[Admitted] = []
     for request in due:
         if request.deadline_at <= now:
@@ -176,7 +179,7 @@ async def admit_due(
             continue
         if occ.total >= settings.render_global_cap:
             break
-        if occ.by_workspace[request.workspace_id] >= settings.render_workspace_cap:
+        if occ.by_workspace[request.workspace_id] >= cap:
             continue
         choice = free_slots(renderers, occ.taken)
         if choice is None:
@@ -190,7 +193,7 @@ async def admit_due(
                 len(free),
                 len(pages),
                 settings.render_global_cap - occ.total,
-                settings.render_workspace_cap - occ.by_workspace[request.workspace_id],
+                cap - occ.by_workspace[request.workspace_id],
             )
             extra = free[1:width]
         assert renderer.epoch is not None
@@ -215,6 +218,20 @@ async def admit_due(
         occ.taken.setdefault((renderer.id, renderer.epoch), set()).update(held)
         admitted.append(Admitted(attempt, request, renderer, pages))
     return admitted
+
+
+def workspace_slot_cap(settings: Settings, renderers: list[Renderer]) -> int:
+    """The most slots one workspace's attempts may hold: its share of the usable renderers'
+    slots (at least one), and never more than `render_workspace_cap`.
+
+    The share keeps slots for other workspaces while one workspace's pages hold theirs for a
+    whole page budget each (a page that never settles, say): its further requests wait and
+    others' are admitted. Counted against the renderers usable now, so a fleet that shrinks
+    shrinks every workspace's share with it.
+    """
+    total = sum(r.slots for r in renderers)
+    share = max(1, math.floor(total * settings.render_workspace_slot_share + 1e-9))
+    return min(settings.render_workspace_cap, share)
 
 
 def free_slot(
@@ -463,7 +480,9 @@ class Coordinator:
             self.receipt_loop.poke()
             self.recovery_loop.poke()
             return MORE
-        return ACTIVE
+        # Nothing could start (say, every due request's workspace is at its slot cap while
+        # another slot is free): back off like an idle loop; a freed slot wakes it.
+        return IDLE
 
     async def _slot_might_be_free(self) -> bool:
         """Read-only pre-check so a full or renderer-less plane does not spin write transactions.

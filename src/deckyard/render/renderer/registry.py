@@ -513,12 +513,12 @@ class AttemptRegistry:
         code: RenderErrorCode | None = None
         message: str | None = None
         cancelled = False
+        in_page = False
+        budget = render.timeout_seconds or settings.renderer_default_timeout_seconds
         visit = Visit()
         try:
             workdir.mkdir(parents=True)
-            async with asyncio.timeout(
-                render.timeout_seconds or settings.renderer_default_timeout_seconds
-            ):
+            async with asyncio.timeout(budget):
                 handle = await self._pool.acquire()
                 if render.document is not None:
                     tab = self._carried(carry, handle, render)
@@ -527,9 +527,10 @@ class AttemptRegistry:
                     handle.browser, render, self._guard, settings, collector, tab
                 )
                 await session.open()
+                in_page = tab is not None
                 data = await self._until_gone(session.capture(), handle)
         except TimeoutError:
-            code, message = RenderErrorCode.DEADLINE_EXCEEDED, "the attempt's deadline passed"
+            code, message = self._timed_out(handle, in_page, budget)
         except asyncio.CancelledError:
             current = asyncio.current_task()
             if current is not None and not reraise:
@@ -577,6 +578,24 @@ class AttemptRegistry:
         if cancelled and reraise:
             raise asyncio.CancelledError
         return visit
+
+    def _timed_out(
+        self, handle: BrowserHandle | None, in_page: bool, budget: float
+    ) -> tuple[RenderErrorCode, str]:
+        """The code of a visit that ran out of time: the page's fault or the renderer's.
+
+        A document whose own load, settle and capture (a script that never yields, too many
+        elements to lay out) outlasted the budget while its browser was alive is a content
+        failure: another attempt would spend the same budget again. Time spent before the
+        page got its tab (a browser launch, a tab opening) and a URL's remote server are the
+        renderer's and the network's, so those stay a retryable deadline.
+        """
+        if in_page and handle is not None and not handle.gone.is_set():
+            return RenderErrorCode.PAGE_BUDGET_EXCEEDED, (
+                f"the page did not finish loading, settling and capturing within its budget "
+                f"of {budget:g} s (a script that never ends, or too much to lay out)"
+            )
+        return RenderErrorCode.DEADLINE_EXCEEDED, "the attempt's deadline passed"
 
     def _carried(
         self, carry: DeckTab | None, handle: BrowserHandle, render: RenderInput

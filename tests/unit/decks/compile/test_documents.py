@@ -254,6 +254,41 @@ def test_theme_errors_name_the_theme_and_fail_every_page(
     assert _problems(excinfo) == [("theme", "gone.png", 2, CompileErrorCode.MISSING_ASSET)]
 
 
+def test_a_theme_rule_that_does_not_parse_is_a_syntax_problem_on_its_line(
+    make_deck: MakeDeck, limits: DeckLimits
+) -> None:
+    deck = make_deck(
+        {"a.md": "# A", "b.html": "<h1>B</h1>"},
+        assets={"assets/more.css": b"h2 { color: blue }\n\n  ]\n"},
+        theme_css='@import "assets/more.css";\nh1 { color: red }\n}\n',
+    )
+    report = compile_deck_report(deck, limits)
+    assert report.pages == []
+    assert [(p.page, p.line, p.code) for p in report.problems] == [
+        ("theme", 3, CompileErrorCode.CSS_SYNTAX),
+        ("theme", 3, CompileErrorCode.CSS_SYNTAX),
+    ]
+    assert report.problems[0].message.startswith("assets/more.css:3: invalid CSS at column")
+    assert report.problems[1].message.startswith("invalid CSS at column")
+
+
+def test_a_font_whose_file_is_gone_is_a_problem_of_the_manifest_not_a_crash(
+    make_deck: MakeDeck, limits: DeckLimits
+) -> None:
+    font = {"family": "Display", "file": "assets/display.woff2"}
+    deck = make_deck({"a.md": "# A"}, assets={"assets/display.woff2": b"wOF2"}, fonts=[font])
+    assert compile_deck(deck, limits)
+    gone = deck.model_copy(update={"assets": {}})
+    with pytest.raises(CompileError) as excinfo:
+        compile_page(gone, "a", limits)
+    assert _problems(excinfo) == [
+        ("deck.toml", "assets/display.woff2", None, CompileErrorCode.MISSING_ASSET)
+    ]
+    assert excinfo.value.problems[0].message.startswith("fonts[0].file: ")
+    failed = compile_each(gone, limits)["a"]
+    assert isinstance(failed, CompileError) and failed.problems == excinfo.value.problems
+
+
 def test_import_and_page_rules_are_refused(make_deck: MakeDeck, limits: DeckLimits) -> None:
     deck = make_deck({"a.html": "<style>\n@import url(x.css);\n@page { size: A4 }\n</style>"})
     with pytest.raises(CompileError) as excinfo:

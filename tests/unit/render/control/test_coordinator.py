@@ -7,7 +7,12 @@ from datetime import UTC, datetime
 import pytest
 
 from deckyard.config import Settings
-from deckyard.render.control.coordinator import RenderQueueFull, free_slot, queue_check
+from deckyard.render.control.coordinator import (
+    RenderQueueFull,
+    free_slot,
+    queue_check,
+    workspace_slot_cap,
+)
 from deckyard.render.control.models import Renderer, RendererState
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -59,3 +64,32 @@ def test_queue_check_refuses_at_the_global_then_the_workspace_limit() -> None:
     assert full.value.retry_after == s.render_retry_after_seconds
     with pytest.raises(RenderQueueFull, match="workspace a has 3 screenshots queued"):
         queue_check(s, "a", total=5, mine=3)
+
+
+@pytest.mark.parametrize(
+    ("share", "slots", "cap", "expected"),
+    [
+        (0.5, [2], 4, 1),
+        (0.5, [3, 1], 4, 2),
+        (0.5, [5], 4, 2),
+        (0.5, [1], 4, 1),
+        (0.1, [4], 4, 1),
+        (1.0, [8], 4, 4),
+        (1.0, [3], 4, 3),
+        (0.5, [], 4, 1),
+    ],
+)
+def test_a_workspace_gets_its_share_of_the_usable_slots(
+    share: float, slots: list[int], cap: int, expected: int
+) -> None:
+    settings = Settings.load(
+        render_workspace_slot_share=share, render_workspace_cap=cap, render_global_cap=16
+    )
+    renderers = [renderer(i + 1, n) for i, n in enumerate(slots)]
+    assert workspace_slot_cap(settings, renderers) == expected
+
+
+def test_a_page_that_spends_its_budget_is_answered_before_its_check_gives_up() -> None:
+    defaults = Settings.load()
+    assert defaults.deck_validate_render_timeout_seconds > defaults.render_attempt_timeout_seconds
+    assert defaults.deck_api_wait_seconds > defaults.deck_validate_render_timeout_seconds

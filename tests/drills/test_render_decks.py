@@ -58,7 +58,6 @@ def test_a_mermaid_fence_is_drawn_as_a_diagram_not_shown_as_code(
 
 
 SIZED_DECK = """---
-marp: true
 theme: uncover
 width: {width}
 height: {height}

@@ -44,7 +44,7 @@ async def test_presenter_view_follows_the_viewer_and_drives_it(tmp_path: Path) -
             await viewer.keyboard.press("ArrowRight")
             await viewer.keyboard.press("ArrowRight")
             await presenter.locator("#pos").get_by_text("3 / 3").wait_for()
-            assert "reveal.js-style notes work too" in await notes.inner_text()
+            assert "Notes in comments work on every slide" in await notes.inner_text()
             await presenter.keyboard.press("ArrowLeft")
             await viewer.locator("#pos").get_by_text("2 / 3").wait_for()
         finally:

@@ -110,9 +110,12 @@ def test_a_reveal_markdown_deck_renders_every_slide_through_the_markdown_plugin(
 ) -> None:
     folder = reveal_deck(tmp_path / "md", MARKDOWN_FIXTURE)
     out = tmp_path / "out"
+    # Each page of a reveal.js deck holds the whole deck (~0.8 MB here): the site's browser
+    # check sends the index and its first page only, not all eight (over this limit).
+    limit = {"DECKYARD_RENDERER_MAX_DOCUMENT_BYTES": str(3 * 1024 * 1024)}
     done = subprocess.run(
-        [*DECKYARD, "render", str(folder), "--out", str(out), "--format", "png,pdf"],
-        env=clean_env(tmp_path),
+        [*DECKYARD, "render", str(folder), "--out", str(out), "--format", "png,pdf,zip"],
+        env=clean_env(tmp_path, **limit),
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -122,6 +125,7 @@ def test_a_reveal_markdown_deck_renders_every_slide_through_the_markdown_plugin(
     assert done.returncode == 0, done.stdout + done.stderr
     manifest = json.loads((out / "deckyard-manifest.json").read_text())
     assert [p["status"] for p in manifest["pages"]] == ["passed"] * 8
+    assert (out / "deck.pdf").is_file() and (out / "site.zip").is_file()
     # Each PNG is a different slide (the plugin rendered each piece), none blank.
     digests = {hashlib.sha256((out / p["png"]).read_bytes()).hexdigest() for p in manifest["pages"]}
     assert len(digests) == 8

@@ -260,7 +260,7 @@ async def test_bad_input_is_refused_and_nothing_is_stored(db_url: str) -> None:
 
 
 MARKDOWN_DECK = """---
-marp: true
+lang: en
 paginate: true
 ---
 
@@ -342,3 +342,34 @@ async def test_a_reveal_js_slides_notes_are_in_its_page_output(db_url: str, tmp_
             assert got.status_code == 200, got.text
             notes.append(got.json()["notes"])
         assert notes == [[], [], [], ["A speaker note"]]
+
+
+MARP_DECK = """---
+marp: true
+theme: gaia
+---
+
+# Title
+
+<!-- Say hello first. -->
+
+---
+
+## Second
+"""
+
+
+async def test_a_marp_deck_uploaded_is_rendered_by_marps_engine(db_url: str) -> None:
+    async with running_app(db_url) as (app, client):
+        alice = await make_token(app, "alice")
+        headers = {**alice, "content-type": "text/markdown"}
+        made = await client.post(
+            "/v1/decks/markdown?filename=talk.md", content=MARP_DECK, headers=headers
+        )
+        assert made.status_code == 201, made.text
+        deck = made.json()
+        assert [p["page"] for p in deck["pages"]] == ["slide-01", "slide-02"]
+        assert deck["slide"] == {"width": 1280, "height": 720} and deck["problems"] == []
+        first = await client.get(f"/v1/decks/{deck['id']}/pages/slide-01", headers=alice)
+        assert first.json()["kind"] == "html" and 'data-theme="gaia"' in first.json()["source"]
+        assert first.json()["notes"] == ["Say hello first."]

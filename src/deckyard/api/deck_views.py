@@ -9,7 +9,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from deckyard.decks.compile.slide_markdown import slide_notes
 from deckyard.decks.errors import CompileProblem
+from deckyard.decks.site.presenter import page_notes
 from deckyard.decks.source.deck_source import PAGE_NAME_PATTERN, PageKind, SourceWarning
+from deckyard.decks.source.marp_deck import MARP_MARK
 from deckyard.decks.source.reveal_html import reveal_page_notes
 from deckyard.decks.store import DeckRow, PageVersionRow
 from deckyard.decks.validation.result import ValidationResult
@@ -85,7 +87,7 @@ class PageOut(PageVersionOut):
     notes: list[str] = Field(
         default_factory=list,
         description="Speaker notes (Markdown comments, reveal.js `Note:`, a reveal.js HTML slide's "
-        "`aside.notes` or `data-notes`).",
+        "`aside.notes` or `data-notes`, a Marp slide's comments).",
     )
 
     @classmethod
@@ -93,6 +95,8 @@ class PageOut(PageVersionOut):
         """The API view of a current version, source and notes included."""
         if v.kind == PageKind.MARKDOWN:
             notes = slide_notes(v.source)
+        elif MARP_MARK.match(v.source):
+            notes = page_notes(v.source)
         else:
             notes = reveal_page_notes(v.source)
         return cls(**PageVersionOut.of(v).model_dump(), source=v.source, notes=notes)

@@ -7,6 +7,7 @@ unavailable the answer is `valid=false`, the infrastructure error code and HTTP 
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Request
@@ -18,6 +19,7 @@ from deckyard.api.deck_views import ValidateOut
 from deckyard.api.decks import deck_service, source_refused
 from deckyard.api.errors import ApiError, error_body
 from deckyard.api.params import body_schema
+from deckyard.api.remote_fetch import with_remote_files
 from deckyard.decks.errors import DeckSourceError
 from deckyard.decks.source.deck_source import (
     DEFAULT_SLIDE_HEIGHT,
@@ -129,13 +131,16 @@ async def validate(request: Request, principal: Caller) -> JSONResponse:
     markdown = content_type.startswith(("text/markdown", "text/x-markdown"))
     try:
         if zipped:
-            deck = load_deck_zip(raw, service.limits)
+            deck = await asyncio.to_thread(load_deck_zip, raw, service.limits)
         elif markdown:
-            deck = load_markdown_bytes(raw, "deck.md", service.limits)
+            deck = await service.offload.run(
+                len(raw), load_markdown_bytes, raw, "deck.md", service.limits
+            )
         else:
-            deck = load_deck_json(_page_deck(raw), service.limits)
+            deck = await asyncio.to_thread(load_deck_json, _page_deck(raw), service.limits)
     except DeckSourceError as exc:
         raise source_refused(exc) from None
+    deck = await with_remote_files(deck, service.settings)
     combined, checks = await service.validator.check_deck(
         deck, workspace_id=principal.workspace_id, keep_artifacts=False
     )

@@ -52,7 +52,12 @@ async def start_early_renderer() -> EarlyRenderer:
 
 
 async def _launch(
-    deck_dir: Path, out: Path | None, formats: str, database_url: str | None, verbose: bool
+    deck_dir: Path,
+    out: Path | None,
+    formats: str,
+    database_url: str | None,
+    verbose: bool,
+    options: dict[str, bool],
 ) -> int:
     # With renderer URLs configured the node supervises none. URLs set another way (a settings
     # file) show only once the settings load: the early renderer is stopped then.
@@ -62,7 +67,7 @@ async def _launch(
         with heavy_imports():
             from deckyard.cli.pipeline import run_command
 
-        return await run_command(deck_dir, out, formats, database_url, verbose, early)
+        return await run_command(deck_dir, out, formats, database_url, verbose, early, **options)
     finally:
         if early is not None and not early.adopted:
             # The run ended before a node adopted it (a deck or output folder refused).
@@ -72,14 +77,24 @@ async def _launch(
 
 
 def launch(
-    deck_dir: Path, out: Path | None, formats: str, database_url: str | None, verbose: bool
+    deck_dir: Path,
+    out: Path | None,
+    formats: str,
+    database_url: str | None,
+    verbose: bool,
+    *,
+    offline: bool = False,
+    strict: bool = False,
 ) -> int:
     """Run the pipeline for the CLI with its renderer started first; returns the exit code.
+
+    `offline` and `strict` as in `run_pipeline`.
 
     The process exits right after: what the run made is frozen first, so the interpreter's
     last collection does not walk it (`deckyard.startup`).
     """
     try:
-        return asyncio.run(_launch(deck_dir, out, formats, database_url, verbose))
+        options = {"offline": offline, "strict": strict}
+        return asyncio.run(_launch(deck_dir, out, formats, database_url, verbose, options))
     finally:
         before_exit()

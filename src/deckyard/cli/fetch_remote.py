@@ -1,43 +1,25 @@
-"""`deckyard import --fetch-remote`: downloads through the same SSRF guard as URL renders.
+"""Remote files for the CLI: `deckyard import --fetch-remote`, and `deckyard render`'s fetch.
 
-Every URL, and every redirect it leads to, must pass `UrlGuard` (public addresses only, unless
-the host is in `renderer_url_allow_hosts`); sizes are capped by `deck_max_file_bytes`.
+Both download through `api.remote_fetch.guarded_download` (the SSRF guard of URL renders, with
+its size and time limits). `deckyard render` keeps what it downloaded in a content-addressed
+cache under the user's cache folder (`remote/blobs/<sha256>`, and `remote/urls/<sha256 of the
+URL>` naming a blob), reused for `deck_fetch_remote_cache_seconds`.
 """
 
 from __future__ import annotations
 
 import asyncio
-from urllib.parse import urljoin
+import hashlib
+import os
+import time
+from pathlib import Path
 
-import httpx
-
+from deckyard.api.remote_fetch import guarded_download, guarded_fetch
 from deckyard.config import Settings
-from deckyard.decks.source.importer import Fetch, FetchRefused
+from deckyard.decks.source.deck_source import DeckSource
+from deckyard.decks.source.importer import Fetch
+from deckyard.decks.source.remote import AsyncFetch, fetch_remote_assets
 from deckyard.render.renderer.ssrf import UrlGuard
-
-_MAX_REDIRECTS = 5
-
-
-async def _download(url: str, guard: UrlGuard, settings: Settings) -> bytes:
-    target = url if "://" in url else "https:" + url
-    async with httpx.AsyncClient(timeout=settings.renderer_dns_timeout_seconds * 2) as client:
-        for _ in range(_MAX_REDIRECTS + 1):
-            verdict = await guard.check_url(target)
-            if not verdict.allowed:
-                raise FetchRefused(f"refused by the SSRF guard ({verdict.reason})")
-            try:
-                response = await client.get(target, follow_redirects=False)
-            except httpx.HTTPError as exc:
-                raise FetchRefused(f"download failed ({exc})") from None
-            if response.is_redirect and "location" in response.headers:
-                target = urljoin(target, response.headers["location"])
-                continue
-            if response.status_code != 200:
-                raise FetchRefused(f"HTTP {response.status_code}")
-            if len(response.content) > settings.deck_max_file_bytes:
-                raise FetchRefused(f"larger than {settings.deck_max_file_bytes} bytes")
-            return response.content
-    raise FetchRefused(f"more than {_MAX_REDIRECTS} redirects")
 
 
 def guarded_fetcher(settings: Settings) -> Fetch:
@@ -45,6 +27,58 @@ def guarded_fetcher(settings: Settings) -> Fetch:
     guard = UrlGuard(settings.renderer_url_allow_hosts, settings.renderer_dns_timeout_seconds)
 
     def fetch(url: str) -> bytes:
-        return asyncio.run(_download(url, guard, settings))
+        return asyncio.run(guarded_download(url, guard, settings))
 
     return fetch
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _cached(cache: Path, url: str, max_age: float) -> bytes | None:
+    pointer = cache / "urls" / _sha(url.encode("utf-8"))
+    try:
+        if time.time() - pointer.stat().st_mtime > max_age:
+            return None
+        data = (cache / "blobs" / pointer.read_text(encoding="ascii").strip()).read_bytes()
+    except (OSError, ValueError):
+        return None
+    return data
+
+
+def _keep(cache: Path, url: str, data: bytes) -> None:
+    digest = _sha(data)
+    for sub in ("blobs", "urls"):
+        (cache / sub).mkdir(parents=True, exist_ok=True)
+    blob = cache / "blobs" / digest
+    if not blob.exists():
+        partial = blob.with_name(f"{digest}.{os.getpid()}.part")
+        partial.write_bytes(data)
+        partial.replace(blob)
+    (cache / "urls" / _sha(url.encode("utf-8"))).write_text(digest, encoding="ascii")
+
+
+def cached_fetch(settings: Settings, cache: Path) -> AsyncFetch:
+    """The guarded fetcher, through the content-addressed cache in `cache`."""
+    download = guarded_fetch(settings)
+    max_age = settings.deck_fetch_remote_cache_seconds
+
+    async def fetch(url: str) -> bytes:
+        kept = await asyncio.to_thread(_cached, cache, url, max_age)
+        if kept is not None:
+            return kept
+        data = await download(url)
+        await asyncio.to_thread(_keep, cache, url, data)
+        return data
+
+    return fetch
+
+
+async def fetch_for_render(source: DeckSource, settings: Settings, cache: Path) -> DeckSource:
+    """`source` with the remote files it loads fetched (failures become warnings)."""
+    return await fetch_remote_assets(
+        source,
+        cached_fetch(settings, cache / "remote"),
+        max_files=settings.deck_fetch_remote_max_files,
+    )

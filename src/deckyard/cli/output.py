@@ -2,7 +2,8 @@
 
 The run's working database and artefact store live in a temporary folder under the user's
 cache (`$XDG_CACHE_HOME/deckyard`, else `~/.cache/deckyard`), never in the output folder.
-`deckyard-manifest.json` lists what the run wrote; the next run removes what an earlier run
+`deckyard-manifest.json` lists what the run wrote and each page's status (a failed page is
+marked, with no PNG and not in the PDF or the site); the next run removes what an earlier run
 wrote and it did not (a shorter deck leaves no stale PNGs). A non-empty folder that Deckyard
 did not write is refused rather than mixed into.
 """
@@ -14,6 +15,7 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 MANIFEST = "deckyard-manifest.json"
 FORMAT = "deckyard-render/1"
@@ -56,10 +58,14 @@ def prepare_output(out: Path) -> set[str]:
     return _listed(out)
 
 
-def finish_output(out: Path, written: list[Path], earlier: set[str]) -> list[str]:
+def finish_output(
+    out: Path, written: list[Path], earlier: set[str], pages: list[dict[str, Any]] | None = None
+) -> list[str]:
     """Remove what an earlier run wrote and this one did not; write the manifest.
 
-    Returns the stale paths removed, relative to `out`.
+    `pages` (each page's name, status, PNG and whether the PDF and the site hold it) goes into
+    the manifest, with `complete` false when a page is not in them. Returns the stale paths
+    removed, relative to `out`.
     """
     now = {p.relative_to(out).as_posix() for p in written}
     removed = []
@@ -82,7 +88,10 @@ def finish_output(out: Path, written: list[Path], earlier: set[str]) -> list[str
         }
         for p in sorted(written)
     ]
-    body = {"format": FORMAT, "files": files}
+    body: dict[str, Any] = {"format": FORMAT, "files": files}
+    if pages is not None:
+        body["complete"] = all(p["in_pdf_and_site"] for p in pages)
+        body["pages"] = pages
     out.mkdir(parents=True, exist_ok=True)
     (out / MANIFEST).write_text(json.dumps(body, indent=2) + "\n", encoding="utf-8")
     return removed

@@ -31,16 +31,19 @@ from sqlalchemy import select
 
 from deckyard.api.schema import workspaces
 from deckyard.cli.common import FORMATS
+from deckyard.cli.fetch_remote import fetch_for_render
 from deckyard.cli.output import OutputFolderError, cache_dir, finish_output, prepare_output
 from deckyard.cli.schema_template import copy_migrated
 from deckyard.config import Settings
 from deckyard.decks.compile.documents import compile_deck_report
 from deckyard.decks.errors import DeckSourceError, DeckSourceErrorCode
 from deckyard.decks.service import DeckService
+from deckyard.decks.source.deck_source import DeckSource
 from deckyard.decks.source.folder import load_deck_folder
 from deckyard.decks.source.limits import DeckLimits
 from deckyard.decks.source.markdown_file import is_markdown_file
 from deckyard.decks.validation.result import Severity, ValidationResult, ValidationStatus
+from deckyard.decks.validation.rules import is_validation_passed
 from deckyard.jobs import Job, JobStatus
 from deckyard.node import Node
 from deckyard.render.control.models import RENDER_REQUEST_EVENT
@@ -73,6 +76,11 @@ class PageRow:
     result: ValidationResult | None = None
     notes: list[str] = field(default_factory=list)
 
+    @property
+    def passed(self) -> bool:
+        """Whether the page's validation passed (`is_validation_passed`, the one rule)."""
+        return self.result is not None and is_validation_passed(self.result)
+
 
 @dataclass
 class RunReport:
@@ -84,6 +92,27 @@ class RunReport:
     warnings: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     unavailable: bool = False
+    pngs: dict[str, Path] = field(default_factory=dict)
+    """The PNG written for each page, by page name."""
+    left_out: list[str] = field(default_factory=list)
+    """Pages that failed, so are in neither the PDF nor the site."""
+    withheld: bool = False
+    """`--strict` wrote nothing because a page failed."""
+
+    def manifest_pages(self, out: Path) -> list[dict[str, Any]]:
+        """Each page's line in the output manifest: its status, PNG, and whether the PDF and
+        the site hold it."""
+        return [
+            {
+                "name": row.name,
+                "status": str(row.status),
+                "png": self.pngs[row.name].relative_to(out).as_posix()
+                if row.name in self.pngs
+                else None,
+                "in_pdf_and_site": row.name not in self.left_out,
+            }
+            for row in self.pages
+        ]
 
     @property
     def exit_code(self) -> ExitCode:
@@ -253,43 +282,57 @@ class Pipeline:
         await asyncio.to_thread(_write, dest, found[0])
         report.files.append(dest)
 
-    async def artefacts(self, out: Path, formats: set[str], report: RunReport) -> None:
-        """Screenshots, the site ZIP and the PDF, written under `out`."""
+    async def artefacts(
+        self, out: Path, formats: set[str], report: RunReport, site_deck_id: int | None = None
+    ) -> None:
+        """Screenshots, the site ZIP and the PDF, written under `out`.
+
+        The PNGs are the pages that passed; the PDF and the site are made from the deck
+        `site_deck_id` (the passed pages only, when some failed), else from the whole deck.
+        """
         deck = await self.service.deck(WORKSPACE, self.deck_id)
         assert deck is not None
+        whole = site_deck_id or self.deck_id
+        failed = {row.name for row in report.pages if not row.passed}
         work: list[tuple[Job, Path, str]] = []
         missing: dict[str, Path] = {}
+        pages_bar = None
         if "png" in formats:
+            pages_bar = self.progress.add_task("pages", total=len(deck.pages))
             for index, page in enumerate(deck.pages):
                 dest = out / "pages" / f"{file_stem(index, page.page_name)}.png"
                 kept = await self.service.kept_screenshot(deck, page, PNG_CONFIG)
-                if kept is not None:
+                if page.page_name in failed:
+                    self.progress.advance(pages_bar)
+                elif kept is not None:
                     # the render that validated this version made this PNG: no second render
                     await asyncio.to_thread(_write, dest, kept)
                     report.files.append(dest)
+                    report.pngs[page.page_name] = dest
+                    self.progress.advance(pages_bar)
                 else:
                     missing[page.page_name] = dest
         shots = None
         if missing:
             # the pages without one are rendered together, in one deck render
-            shots = await self.service.screenshot_deck(WORKSPACE, self.deck_id, PNG_CONFIG)
+            shots = await self.service.screenshot_deck(WORKSPACE, whole, PNG_CONFIG)
         if "zip" in formats:
-            work.append(
-                (await self.service.build(WORKSPACE, self.deck_id), out / "site.zip", "build")
-            )
+            work.append((await self.service.build(WORKSPACE, whole), out / "site.zip", "build"))
         if "pdf" in formats:
-            job = self.export_job or await self.service.export(WORKSPACE, self.deck_id)
+            job = self.export_job or await self.service.export(WORKSPACE, whole)
             self.export_job = None
             work.append((job, out / "deck.pdf", "export"))
-        bar = self.progress.add_task("rendering", total=len(work) + (1 if shots else 0))
+        bar = self.progress.add_task("pdf, site", total=len(work)) if work else None
 
         async def one(job: Job, dest: Path, what: str) -> None:
             await self._artefact(job, dest, report, what)
-            self.progress.advance(bar)
+            if bar is not None:
+                self.progress.advance(bar)
 
         async def screenshots(job: Job) -> None:
             await self._screenshots(job, missing, report)
-            self.progress.advance(bar)
+            if pages_bar is not None:
+                self.progress.advance(pages_bar, len(missing))
 
         await asyncio.gather(
             *(one(*w) for w in work), *([screenshots(shots)] if shots is not None else [])
@@ -312,6 +355,25 @@ class Pipeline:
                 continue
             await asyncio.to_thread(_write, dest, data)
             report.files.append(dest)
+            report.pngs[name] = dest
+
+
+def _passed_only(source: DeckSource, report: RunReport) -> DeckSource | None:
+    """The deck without its failed pages, None when none is left; records what is left out."""
+    kept = [p for p in source.pages if p.name not in report.left_out]
+    return source.model_copy(update={"pages": kept}) if kept else None
+
+
+async def _store_passed(service: DeckService, source: DeckSource, report: RunReport) -> int | None:
+    """Store the deck of the pages that passed, for the PDF and the site; None when every page
+    passed (the whole deck is used) or none did."""
+    report.left_out = [r.name for r in report.pages if not r.passed]
+    if not report.left_out:
+        return None
+    passed = _passed_only(source, report)
+    if passed is None:
+        return None
+    return (await service.create_deck(WORKSPACE, passed)).deck_id
 
 
 async def run_pipeline(
@@ -321,10 +383,16 @@ async def run_pipeline(
     database_url: str | None,
     console: Console,
     early: EarlyRenderer | None = None,
+    *,
+    offline: bool = False,
+    strict: bool = False,
 ) -> RunReport:
     """Load, store and check the deck; with `out`, also write the artefacts in `formats`.
 
     `early`, a renderer process already started, becomes the node's supervised renderer.
+    Remote files the deck loads are fetched first unless `offline` (the compiler then refuses
+    them). A page that fails is left out of the PDF and the site and gets no PNG, the others
+    are written all the same; with `strict` nothing is written unless every page passed.
     """
     earlier = prepare_output(out) if out is not None else set()
     cache = cache_dir()
@@ -338,6 +406,8 @@ async def run_pipeline(
             settings = settings.model_copy(update={"migrate_on_start": False})
         limits = DeckLimits.from_settings(settings)
         source = load_deck_folder(deck_dir, limits)
+        if not offline:
+            source = await fetch_for_render(source, settings, cache)
         # The deck compiles in a thread while the node starts its renderer and Chromium.
         compiling = asyncio.create_task(asyncio.to_thread(compile_deck_report, source, limits))
         report = RunReport([PageRow(p.name) for p in source.pages])
@@ -376,15 +446,25 @@ async def run_pipeline(
                     try:
                         await pipeline.validate(report, export_early=export_early)
                         report.unavailable = not live
-                        if out is not None and report.exit_code is not ExitCode.UNAVAILABLE:
-                            await pipeline.artefacts(out, formats, report)
+                        failed = report.exit_code is ExitCode.CONTENT
+                        if out is None or report.exit_code is ExitCode.UNAVAILABLE:
+                            pass
+                        elif strict and failed:
+                            report.withheld = True
+                        else:
+                            site_deck = await _store_passed(service, source, report)
+                            if report.left_out:
+                                # the early PDF is of the whole deck, failed pages included
+                                await pipeline.drop_unused_export()
+                            if site_deck is not None or not report.left_out:
+                                await pipeline.artefacts(out, formats, report, site_deck)
                     finally:
                         await pipeline.drop_unused_export()
             finally:
                 if not entered:
                     await _stop_early_start(booting, node)
         if out is not None and report.files:
-            report.removed = finish_output(out, report.files, earlier)
+            report.removed = finish_output(out, report.files, earlier, report.manifest_pages(out))
         return report
 
 
@@ -407,6 +487,14 @@ def print_summary(report: RunReport, console: Console) -> None:
         console.print(f"  failed: {failure}", markup=False)
     for path in report.files:
         console.print(f"  wrote {path}", markup=False)
+    if report.left_out and report.files:
+        console.print(
+            f"  left out of the PDF and the site, and no PNG: {', '.join(report.left_out)} "
+            "(failed; marked in deckyard-manifest.json)",
+            markup=False,
+        )
+    if report.withheld:
+        console.print("  wrote nothing: --strict and a page failed", markup=False)
     for stale in report.removed:
         console.print(
             f"  removed {stale} (written by an earlier run, not by this one)", markup=False
@@ -442,6 +530,9 @@ async def run_command(
     database_url: str | None,
     verbose: bool,
     early: EarlyRenderer | None = None,
+    *,
+    offline: bool = False,
+    strict: bool = False,
 ) -> int:
     """Run the pipeline for the CLI and return its exit code."""
     console = Console(highlight=False)
@@ -453,7 +544,9 @@ async def run_command(
         return ExitCode.USAGE
     logging.basicConfig(level=logging.INFO if verbose else logging.ERROR)
     try:
-        report = await run_pipeline(deck_dir, out, wanted, database_url, console, early)
+        report = await run_pipeline(
+            deck_dir, out, wanted, database_url, console, early, offline=offline, strict=strict
+        )
     except OutputFolderError as exc:
         err.print(f"deckyard: {exc}", markup=False)
         return ExitCode.USAGE

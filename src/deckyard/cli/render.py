@@ -54,20 +54,35 @@ def render(
         typer.Option("--database", help="Database URL (default: a SQLite in the user cache)."),
     ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", help="Log what the server does.")] = False,
+    offline: Annotated[
+        bool,
+        typer.Option(
+            "--offline",
+            help="Fetch nothing: a remote image, font or stylesheet fails its page.",
+        ),
+    ] = False,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Write nothing unless every page passed.")
+    ] = False,
 ) -> None:
     """Validate, screenshot, build and export a deck with its own renderer.
 
     Writes OUT/pages/NN-name.png, OUT/deck.pdf, OUT/site.zip and OUT/deckyard-manifest.json
-    (what it wrote; files an earlier run wrote and this one did not are removed). Exit 0 when
-    every page passed (warnings allowed), 1 on content failures, 2 on usage errors, 3 when the
-    renderer was unavailable.
+    (what it wrote and each page's status; files an earlier run wrote and this one did not are
+    removed). Remote images, fonts and stylesheets are downloaded first (through the SSRF
+    guard) unless --offline. A page that fails is left out of the PDF and the site and gets
+    no PNG; the rest is written (with --strict, nothing is). Exit 0 when every page passed
+    (warnings allowed), 1 on content failures, 2 on usage errors, 3 when the renderer was
+    unavailable.
     """
     problems = usage_problems(deck_dir, formats)
     if problems:
         fail(problems, USAGE)
     from deckyard.cli.early_renderer import launch
 
-    raise typer.Exit(launch(deck_dir, out, formats, database_url, verbose))
+    raise typer.Exit(
+        launch(deck_dir, out, formats, database_url, verbose, offline=offline, strict=strict)
+    )
 
 
 def validate(
@@ -78,6 +93,9 @@ def validate(
         str | None, typer.Option("--database", help="Database URL (default: a temporary SQLite).")
     ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", help="Log what the server does.")] = False,
+    offline: Annotated[
+        bool, typer.Option("--offline", help="Fetch nothing: a remote file fails its page.")
+    ] = False,
 ) -> None:
     """Validate every page of a deck (compile and render check); writes no artefacts.
 
@@ -89,4 +107,4 @@ def validate(
         fail(problems, USAGE)
     from deckyard.cli.early_renderer import launch
 
-    raise typer.Exit(launch(deck_dir, None, "", database_url, verbose))
+    raise typer.Exit(launch(deck_dir, None, "", database_url, verbose, offline=offline))

@@ -4,6 +4,8 @@ A reference is a path relative to the deck folder (`assets/img/logo.png`), or, i
 stylesheet file, relative to that file, as a browser would read it. A reference that leaves the
 deck (`../`), is absolute (`/x`, `C:\\x`), names a scheme other than `data:` (`http:`, `file:`,
 `//host`) or names no asset is refused with a `ReferenceProblem`; the caller adds page and line.
+An `http(s):` or `//host` reference whose file was fetched (`source/remote.py`) resolves to
+that asset.
 Same-document fragments (`#id`) and query-only links (`?page=2`) are left alone: they load
 nothing. `outside` names deck files found outside `assets/`, so the message can say where.
 """
@@ -19,6 +21,8 @@ from urllib.parse import unquote
 
 from deckyard.decks.errors import CompileErrorCode
 from deckyard.decks.source.deck_source import Asset
+from deckyard.decks.source.references import REMOTE
+from deckyard.decks.source.remote import REMOTE_DIR, remote_asset_stem
 
 if TYPE_CHECKING:
     from deckyard.decks.compile.css_scope import CssProblem
@@ -50,6 +54,10 @@ class AssetResolver:
     def __init__(self, assets: Mapping[str, Asset], outside: frozenset[str] = frozenset()) -> None:
         self._assets = assets
         self._outside = outside
+        self._remote = {
+            posixpath.splitext(path)[0]: path for path in assets if path.startswith(REMOTE_DIR)
+        }
+        """Assets fetched for remote references, by `remote_asset_stem`."""
         self._uris: dict[str, str] = {}
         self.used: set[str] = set()
         self.sheets: dict[tuple[str, str], tuple[str, list[CssProblem]]] = {}
@@ -76,10 +84,15 @@ class AssetResolver:
                 reference,
             )
         if ref.startswith("//") or _SCHEME.match(ref):
+            fetched = self._remote.get(remote_asset_stem(ref))
+            if fetched is not None and REMOTE.match(ref):
+                return fetched
             raise ReferenceProblem(
                 CompileErrorCode.EXTERNAL_REFERENCE,
-                f"{ref!r} is outside the deck and the renderer loads nothing from the network; "
-                "download it into assets/ and refer to it as assets/<file>",
+                f"{ref!r} is outside the deck and was not fetched (`deckyard render --offline`, "
+                "or the server's deck_fetch_remote is off); render without --offline to fetch "
+                "it, or run `deckyard import --fetch-remote` (or download it into assets/) "
+                "and refer to it as assets/<file>",
                 reference,
             )
         path = unquote(ref.split("#", 1)[0].split("?", 1)[0])

@@ -146,6 +146,15 @@ def _slide(part: PagePart, number: int) -> str:
     )
 
 
+def _page_styles(parts: Sequence[PagePart]) -> list[tuple[str, str]]:
+    """Each part's CSS, labelled, once: an unscoped page's CSS (a Marp deck's, the same on every
+    page) would otherwise repeat once per slide in the print document."""
+    first: dict[str, str] = {}
+    for part in parts:
+        first.setdefault(part.css, part.name)
+    return [(f"page {name}", css) for css, name in first.items()]
+
+
 def _document(
     deck: DeckSource,
     shared: _Shared,
@@ -159,7 +168,7 @@ def _document(
         ("base", _base_css(deck.width, deck.height, print_mode=print_mode)),
         ("fonts", shared.fonts_css),
         ("theme", shared.theme_css),
-        *((f"page {part.name}", part.css) for part in parts),
+        *_page_styles(parts),
     ]
     head = "".join(
         f'<style data-deckyard="{html.escape(label)}">\n{css}\n</style>\n'

@@ -34,6 +34,7 @@ from deckyard.decks.source.assemble import ASSETS_DIR
 from deckyard.decks.source.deck_source import PageKind, PageSource
 from deckyard.decks.source.limits import DeckLimits
 from deckyard.decks.source.markdown_directives import split_comments
+from deckyard.decks.source.marp_deck import MARP_MARK
 from deckyard.decks.source.reveal_html import SLIDE_MARK, reveal_slides, section_notes
 
 FORMATTER = HTMLFormatter(
@@ -42,6 +43,8 @@ FORMATTER = HTMLFormatter(
 _URL_ATTRS = ("src", "href", "xlink:href", "poster", "background")
 _REVEAL_URL_ATTRS = ("data-src", "data-background-image", "data-background-video")
 _SRCSET_ATTRS = ("srcset", "imagesrcset")
+TEMPLATE_REFERENCE = re.compile(r"""(?P<lead>!\[[^\]\n]*\]\(|\bsrc=["'])(?P<ref>[^)"'\s]+)""")
+"""An image in a `data-markdown` slide's text: Markdown's `![alt](ref)` or HTML's `src=`."""
 _IMAGE_URL = re.compile(r"\.(svg|png|jpe?g|gif|bmp|webp|avif)([?#\s]|$)", re.IGNORECASE)
 
 
@@ -137,6 +140,9 @@ class _PageCompiler:
         self.origin: tuple[str, int] | None = None
         mark = SLIDE_MARK.match(page.text) if page.kind is PageKind.HTML else None
         self.reveal = mark is not None
+        marp = MARP_MARK.match(page.text) if page.kind is PageKind.HTML else None
+        self.marp = marp is not None
+        self.marp_origin = marp["origin"] if marp else None
         self.reveal_at = (int(mark["h"]), int(mark["v"])) if mark and mark["h"] else None
         self.base = ASSETS_DIR.rstrip("/") if self.reveal else ""
         self.url_attrs = _URL_ATTRS + (_REVEAL_URL_ATTRS if self.reveal else ())
@@ -156,13 +162,15 @@ class _PageCompiler:
         if self.origin is not None:
             file, first = self.origin
             message = f"{file}:{first + max(line, 1) - 1}: {message}"
+        elif self.marp_origin:
+            message = f"{self.marp_origin}: {message}"
         self.problems.append(CompileProblem(code, message, self.page.name, reference, line))
 
     def stylesheet(
         self, css: str, line: int, base_dir: str = "", origin: str | None = None
     ) -> None:
         """Scope and inline one stylesheet of this page; `origin` names a linked file."""
-        scope = None if self.reveal else scope_for(self.page.name)
+        scope = None if self.reveal or self.marp else scope_for(self.page.name)
         key = (origin, base_dir) if origin and scope is None else None
         known = self.resolver.sheets.get(key) if key else None
         if known is None:
@@ -255,8 +263,29 @@ class _PageCompiler:
             aside.append(paragraph)
         soup.body.append(aside)
 
+    def markdown_templates(self, soup: BeautifulSoup) -> None:
+        """Inline the files the Markdown of reveal.js's `data-markdown` slides refers to.
+
+        reveal.js's Markdown plugin turns that text into HTML in the browser, after the
+        compiler has inlined every attribute; an image written in it (`![x](assets/a.png)`,
+        `<img src=…>`) is inlined in the text itself.
+        """
+        for script in soup.select("section[data-markdown] > script"):
+            text = str(script.string or "")
+
+            def inline(match: re.Match[str], line: int = self.locator.line(script)) -> str:
+                ref = match.group("ref")
+                try:
+                    return match.group("lead") + self.resolver.resolve(ref, self.base)
+                except ReferenceProblem as exc:
+                    self.problem(exc.code, exc.message, line, ref)
+                    return match.group(0)
+
+            script.string = TEMPLATE_REFERENCE.sub(inline, text)
+
     def reveal_slide(self, soup: BeautifulSoup, at: tuple[int, int] | None) -> None:
         """Add the lines that show slide `at` (every slide, to print: None) after reveal.js."""
+        self.markdown_templates(soup)
         if at is not None:
             self.reveal_notes(soup, at)
         for tag in soup.find_all("script"):
@@ -277,7 +306,7 @@ class _PageCompiler:
         soup = BeautifulSoup(self.source, "html5lib")
         if self.reveal:
             self.reveal_slide(soup, self.reveal_at)
-        elif self.page.kind is PageKind.HTML:
+        elif self.page.kind is PageKind.HTML and not self.marp:
             self.framework(soup)
         head_kept: list[Tag] = []
         for tag in list(soup.find_all(True)):

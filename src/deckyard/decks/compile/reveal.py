@@ -38,14 +38,28 @@ _GO = r"""
   // shows, and after the page's `load`: load them all now, so the capture waits for them and
   // no image of another slide counts as broken. A background's image (the compiler turns an
   // image `data-background` into `data-background-image`) is fetched by a hidden <img>, which
-  // holds `load` and is reported when it fails.
-  const preload = () => {
+  // holds `load` and is reported when it fails. A background video is a comma-separated list
+  // to reveal.js, which would cut an inlined `data:` URI in two: it becomes a `blob:` URL.
+  let prepared = false;
+  const asBlob = (uri) => {
+    const comma = uri.indexOf(',');
+    const head = uri.slice(5, comma), body = uri.slice(comma + 1);
+    const bytes = head.endsWith(';base64')
+      ? Uint8Array.from(atob(body), (c) => c.charCodeAt(0))
+      : new TextEncoder().encode(decodeURIComponent(body));
+    return URL.createObjectURL(new Blob([bytes], { type: head.split(';')[0] }));
+  };
+  const prepare = () => {
+    if (prepared || !document.querySelector('.reveal .slides')) return;
+    prepared = true;
     for (const el of document.querySelectorAll('.reveal .slides [data-src]')) {
       if (['IMG', 'VIDEO', 'AUDIO', 'SOURCE'].includes(el.tagName) && !el.getAttribute('src')) {
         el.setAttribute('src', el.getAttribute('data-src'));
       }
     }
     for (const slide of document.querySelectorAll('.reveal .slides section')) {
+      const video = slide.getAttribute('data-background-video') || '';
+      if (video.startsWith('data:')) slide.setAttribute('data-background-video', asBlob(video));
       const url = slide.getAttribute('data-background-image');
       if (!url) continue;
       const img = document.createElement('img');
@@ -56,13 +70,10 @@ _GO = r"""
       document.body.appendChild(img);
     }
   };
-  if (document.readyState === 'loading') {
-    document.addEventListener('DOMContentLoaded', preload);
-  } else {
-    preload();
-  }
+  document.addEventListener('DOMContentLoaded', prepare);
   const initialize = Reveal.initialize;
   Reveal.initialize = (options) => {
+    prepare();
     const ready = initialize.call(Reveal, Object.assign({}, options || {}, overrides));
     ready.then(go);
     return ready;

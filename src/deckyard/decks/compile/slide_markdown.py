@@ -3,7 +3,8 @@
 markdown-it-py (CommonMark plus tables, strikethrough, footnotes, `:::` containers and `$…$` /
 `$$…$$` math from mdit-py-plugins) parses the slide; Pygments highlights code fences and
 latex2mathml turns math into MathML, both here at compile time, so the page needs no script.
-Marp's image keywords (`![bg left:40%](…)`, `![w:300](…)`) and the slide's directives
+Slidev's icon tags become inline SVG (`decks/icons.py`). Marp's image keywords
+(`![bg left:40%](…)`, `![w:300](…)`) and the slide's directives
 (`markdown_directives.py`) become classes and elements the built-in stylesheet lays out:
 `.dy-bg` (backgrounds), `.dy-header`, `.dy-footer`, `.dy-content`, and `.dy-notes`, the speaker
 notes, which are `hidden` so they never show on a rendered slide.
@@ -33,6 +34,7 @@ from pygments.util import ClassNotFound
 
 from deckyard.decks.compile.markdown import annotate_tokens
 from deckyard.decks.diagrams import MERMAID_CLASS, mermaid_available
+from deckyard.decks.icons import inline_icons
 from deckyard.decks.source.markdown_directives import (
     ImageOptions,
     attribute_directives,
@@ -151,7 +153,7 @@ def _background_images(tokens: list[Token]) -> list[tuple[str, ImageOptions]]:
             if style:
                 child.attrSet("style", ";".join(style))
             kept.append(child)
-        if all(c.type in ("softbreak", "hardbreak") or not c.content.strip() for c in kept):
+        if all(c.type != "image" and not c.content.strip() for c in kept):
             kept = []
             if i > 0 and tokens[i - 1].type == "paragraph_open":
                 tokens[i - 1].hidden = True
@@ -232,9 +234,10 @@ def render_slide(text: str, *, allow_html: bool, extensions: tuple[str, ...]) ->
     from_attributes, _ignored = attribute_directives(comments.attributes)
     directives = {**from_attributes, **comments.effective()}
     layout = str(directives.get("layout") or "")
-    halves = _columns(comments.text) if layout == "two-cols" else None
+    text = inline_icons(comments.text, allow_html=allow_html)
+    halves = _columns(text) if layout == "two-cols" else None
     if halves is None:
-        content, images = _body(md, comments.text)
+        content, images = _body(md, text)
     else:
         left, left_images = _body(md, halves[0])
         right, right_images = _body(md, halves[1])

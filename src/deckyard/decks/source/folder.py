@@ -1,7 +1,8 @@
 """Loads a deck from a folder on disk (`deck.toml`, the theme, `pages/`, `assets/`).
 
 Only those are read; symbolic links anywhere in them are refused, as in a ZIP upload. A
-one-file Markdown deck (`talk.md`) is read with the `assets/` folder beside it.
+one-file Markdown deck (`talk.md`) is read with the `assets/` folder beside it and the local
+files its slides refer to.
 """
 
 from __future__ import annotations
@@ -29,12 +30,14 @@ from deckyard.decks.source.markdown_file import (
     is_markdown_file,
     markdown_theme_files,
 )
+from deckyard.decks.source.references import rewrite_local
 from deckyard.decks.source.reveal_html import (
     INDEX_FILE,
     deck_from_reveal_html,
     is_reveal_html,
     reveal_entry,
 )
+from deckyard.decks.source.slidev_imports import folder_import_reader
 
 
 def _read_folder_file(path: Path, relative: str, limits: ZipLimits) -> bytes:
@@ -93,16 +96,29 @@ def _other_files(folder: Path, limits: ZipLimits) -> frozenset[str]:
 def load_markdown_file(path: Path, limits: DeckLimits, *, sourced: bool = True) -> DeckSource:
     """Load the one-file Markdown deck at `path`, with the `assets/` folder beside it.
 
+    Local files the slides refer to elsewhere (`./images/x.png`, Slidev's `/x.png` in
+    `public/`) are read as assets too, as `deckyard import` copies them (`references.py`).
     `sourced` as in `deck_from_markdown`.
     """
     name = path.name
     text = decode_text(_read_folder_file(path, name, limits.zip), name)
     folder = path.parent
     files = _read_tops(folder, (ASSETS_DIR,), limits.zip)
+
+    def carry(target: str, file: Path) -> None:
+        if target not in files:
+            relative = file.relative_to(folder.resolve()).as_posix()
+            files[target] = _read_folder_file(file, relative, limits.zip)
+            check_file_totals(len(files), sum(map(len, files.values())), limits.zip)
+
+    text = rewrite_local(text, folder, carry)
     for theme in markdown_theme_files(text):
         if theme not in files and (folder / theme).is_file():
             files[theme] = _read_folder_file(folder / theme, theme, limits.zip)
-    deck = deck_from_markdown(text, name, files, limits, sourced=sourced)
+    imports = folder_import_reader(
+        folder, limits.zip.max_file_bytes, lambda found: rewrite_local(found, folder, carry)
+    )
+    deck = deck_from_markdown(text, name, files, limits, sourced=sourced, read_import=imports)
     return deck.model_copy(update={"other_files": _other_files(folder, limits.zip)})
 
 

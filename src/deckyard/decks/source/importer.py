@@ -22,9 +22,8 @@ from urllib.parse import urlsplit
 from deckyard.decks.source.deck_source import DeckSource
 from deckyard.decks.source.folder import load_markdown_file
 from deckyard.decks.source.limits import DeckLimits
+from deckyard.decks.source.references import REFERENCE, is_remote_load, rewrite_local
 
-_REFERENCE = re.compile(r"""(?P<lead>!?\[[^\]\n]*\]\(|src=["']|url\(["']?)(?P<ref>[^)"'\s]+)""")
-_REMOTE = re.compile(r"^(https?:)?//", re.IGNORECASE)
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 
 Fetch = Callable[[str], bytes]
@@ -68,22 +67,6 @@ def _manifest(deck: DeckSource, theme: str | None) -> str:
     return text
 
 
-def _local_file(source_dir: Path, ref: str) -> tuple[str, Path] | None:
-    """(deck path under assets/, file) for a local reference outside assets/, if it exists."""
-    path = ref.split("#", 1)[0].split("?", 1)[0]
-    if not path or path.startswith(("assets/", "data:", "#", "mailto:")) or ":" in path[:8]:
-        return None
-    candidates = [source_dir / path.lstrip("/")]
-    if path.startswith("/"):
-        candidates.insert(0, source_dir / "public" / path.lstrip("/"))
-    for found in candidates:
-        resolved = found.resolve()
-        if resolved.is_file() and resolved.is_relative_to(source_dir.resolve()):
-            inside = resolved.relative_to(source_dir.resolve()).as_posix()
-            return "assets/" + inside.removeprefix("public/"), resolved
-    return None
-
-
 def _carry_references(
     text: str,
     source_dir: Path,
@@ -92,38 +75,34 @@ def _carry_references(
     page: str,
     fetch: Fetch | None,
 ) -> str:
-    def replace(match: re.Match[str]) -> str:
+    def fetch_remote(match: re.Match[str]) -> str:
         ref = match.group("ref")
-        if _REMOTE.match(ref):
-            if match.group("lead").startswith("["):
-                return match.group(0)
-            if fetch is None:
-                report.not_carried.append(
-                    f"{page}: remote {ref} is not fetched; download it into assets/ "
-                    "(or import with --fetch-remote)"
-                )
-                return match.group(0)
-            target = _remote_target(ref)
-            try:
-                data = fetch(ref)
-            except FetchRefused as exc:
-                report.not_carried.append(f"{page}: remote {ref} was not fetched: {exc}")
-                return match.group(0)
-            (dest / target).parent.mkdir(parents=True, exist_ok=True)
-            (dest / target).write_bytes(data)
-            report.copied.append(target)
-            return match.group("lead") + target
-        local = _local_file(source_dir, ref)
-        if local is None:
+        if not is_remote_load(match):
             return match.group(0)
-        target, file = local
+        if fetch is None:
+            report.not_carried.append(
+                f"{page}: remote {ref} is not fetched; download it into assets/ "
+                "(or import with --fetch-remote)"
+            )
+            return match.group(0)
+        target = _remote_target(ref)
+        try:
+            data = fetch(ref)
+        except FetchRefused as exc:
+            report.not_carried.append(f"{page}: remote {ref} was not fetched: {exc}")
+            return match.group(0)
+        (dest / target).parent.mkdir(parents=True, exist_ok=True)
+        (dest / target).write_bytes(data)
+        report.copied.append(target)
+        return match.group("lead") + target
+
+    def copy(target: str, file: Path) -> None:
         if target not in report.copied:
             (dest / target).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(file, dest / target)
             report.copied.append(target)
-        return match.group("lead") + target + ref[len(ref.split("#", 1)[0].split("?", 1)[0]) :]
 
-    return _REFERENCE.sub(replace, text)
+    return rewrite_local(REFERENCE.sub(fetch_remote, text), source_dir, copy)
 
 
 def import_markdown_deck(
@@ -140,7 +119,14 @@ def import_markdown_deck(
     assets = source.parent / "assets"
     if assets.is_dir():
         shutil.copytree(assets, dest / "assets", dirs_exist_ok=True, symlinks=False)
-        report.copied += sorted(deck.assets)
+        report.copied += sorted(p for p in deck.assets if (source.parent / p).is_file())
+    for path, asset in deck.assets.items():
+        # local files outside assets/ the slides refer to, read (and the references
+        # rewritten) by `load_markdown_file`
+        if not (dest / path).exists():
+            (dest / path).parent.mkdir(parents=True, exist_ok=True)
+            (dest / path).write_bytes(asset.data)
+            report.copied.append(path)
     theme: str | None = None
     if deck.theme_path is not None:
         theme = deck.theme_path

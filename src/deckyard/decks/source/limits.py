@@ -31,6 +31,7 @@ class DeckLimits:
     max_document_bytes: int
     markdown_html: bool
     markdown_extensions: tuple[str, ...]
+    marp_timeout_seconds: float = 60.0
 
     @classmethod
     def from_settings(cls, settings: Settings) -> DeckLimits:
@@ -47,6 +48,7 @@ class DeckLimits:
             max_document_bytes=settings.deck_max_document_bytes,
             markdown_html=settings.deck_markdown_html,
             markdown_extensions=tuple(settings.deck_markdown_extensions),
+            marp_timeout_seconds=settings.deck_marp_timeout_seconds,
         )
 
 

@@ -2,8 +2,11 @@
 
 The deck's YAML front matter (markdown-it's front-matter plugin finds it) holds deck settings;
 slides are separated by `---` lines (or reveal.js's `separator`/`verticalSeparator` patterns, or
-Marp's `headingDivider`) outside code; a Slidev slide may start with its own front matter. Each
-slide's directives are resolved as Marp does (inherited unless `_`-prefixed) and written into
+Marp's `headingDivider`) outside code. A slide may start with its own front matter, by Slidev's
+rule (`slidev_front.py`), whatever its keys; keys Deckyard does not use are one warning per
+slide. A slide's `src:` imports the slides of another Markdown file beside it
+(`slidev_imports.py`).
+Each slide's directives are resolved as Marp does (inherited unless `_`-prefixed) and written into
 the slide's page text as one trailing comment, so a page stays self-contained: the renderer
 (`slide_markdown.py`) needs nothing but the page text. What is not carried over is a
 `DeckWarning` naming the slide and the line of the file.
@@ -29,7 +32,13 @@ from deckyard.decks.source.markdown_directives import (
     loose_yaml,
     split_comments,
 )
-from deckyard.decks.source.markdown_scan import scan_unsupported
+from deckyard.decks.source.markdown_scan import is_utility_class, scan_unsupported, utility_classes
+from deckyard.decks.source.slidev_front import (
+    block_front_matter,
+    slide_front_matter,
+    without_scripts,
+)
+from deckyard.decks.source.slidev_imports import ImportReader, import_target, slide_numbers
 
 
 class Convention(StrEnum):
@@ -48,10 +57,14 @@ class DeckWarning:
     line: int
     slide: int | None
     message: str
+    file: str | None = None
+    """The imported file (`pages/x.md`) the line is in; None for the deck's own file."""
 
     def describe(self, file: str) -> str:
         """One readable line: `talk.md:12 (slide 3): message`."""
-        where = f"{file}:{self.line}" + (f" (slide {self.slide})" if self.slide else "")
+        where = f"{self.file or file}:{self.line}" + (
+            f" (slide {self.slide})" if self.slide else ""
+        )
         return f"{where}: {self.message}"
 
 
@@ -64,16 +77,19 @@ class ParsedSlide:
     text: str
     directives: dict[str, Any]
     notes: list[str]
+    file: str | None = None
+    """The file a Slidev `src:` import took the slide from; None for the deck's own file."""
 
     def page_text(self, file: str | None = None) -> str:
         """The slide as a self-contained Markdown page: its text, then its directives.
 
-        With `file`, the directives also say where the slide starts (`talk.md:42`), so the
-        compiler can name that line; an imported page, edited on its own later, goes without.
+        With `file`, the directives also say where the slide starts (`talk.md:42`, or the
+        imported file's line), so the compiler can name that line; an imported page, edited
+        on its own later, goes without.
         """
         spot = {f"_{k}": v for k, v in self.directives.items() if v is not None}
         if file is not None:
-            spot[f"_{SOURCE_DIRECTIVE}"] = f"{file}:{self.first_line}"
+            spot[f"_{SOURCE_DIRECTIVE}"] = f"{self.file or file}:{self.first_line}"
         if not spot:
             return self.text
         encoded = json.dumps(spot, ensure_ascii=False).replace("-->", "--\\u003e")
@@ -92,40 +108,34 @@ class MarkdownDeck:
 
 
 class MarkdownDeckError(ValueError):
-    """The deck's text cannot be read as a deck (bad front matter); `line` says where."""
+    """The deck's text cannot be read as a deck (bad front matter); `line` says where.
 
-    def __init__(self, message: str, line: int) -> None:
+    `file` names an imported file (`src:`) the line is in; None for the deck's own file, and
+    `missing_import` says the problem is an imported file that is not there.
+    """
+
+    def __init__(
+        self, message: str, line: int, file: str | None = None, *, missing_import: bool = False
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.line = line
+        self.file = file
+        self.missing_import = missing_import
 
 
-_SLIDEV_KEYS = frozenset(
-    {
-        "layout",
-        "class",
-        "background",
-        "image",
-        "transition",
-        "clicks",
-        "hideInToc",
-        "level",
-        "title",
-        "hide",
-        "disabled",
-        "zoom",
-        "preload",
-        "src",
-        "routeAlias",
-        "backgroundColor",
-        "color",
-        "paginate",
-        "header",
-        "footer",
-    }
-)
 _SLIDEV_HINTS = frozenset(
-    {"highlighter", "drawings", "transition", "mdc", "info", "layout", "aspectRatio", "canvasWidth"}
+    {
+        "highlighter",
+        "drawings",
+        "transition",
+        "mdc",
+        "info",
+        "layout",
+        "aspectRatio",
+        "canvasWidth",
+        "colorSchema",
+    }
 )
 _REVEAL_HINTS = frozenset({"revealOptions", "separator", "verticalSeparator", "notesSeparator"})
 _DECK_KEYS = frozenset(
@@ -151,14 +161,16 @@ _DECK_KEYS = frozenset(
         "keywords",
         "url",
         "info",
+        "colorSchema",
     }
 )
 _SLIDE_ONLY = frozenset({"hide", "disabled"})
+_SLIDE_USED = LOCAL_DIRECTIVES | _SLIDE_ONLY | {"src"}
 _FIRST_ONLY = frozenset({"layout", "background", "image"})
 _DEFAULT_SEPARATOR = r"^---\s*$"
 _REVEAL_VERTICAL = r"^--\s*$"
-_SLIDEV_FM_LINE = re.compile(r"^---\s*$")
 _HEADING = re.compile(r"^(#{1,6})\s")
+_MAX_IMPORT_DEPTH = 8
 
 
 @lru_cache(maxsize=1)
@@ -212,30 +224,14 @@ def _code_lines(body: str) -> set[int]:
     return inside
 
 
-def _slidev_front_matter(
-    lines: list[str], start: int, code: set[int]
-) -> tuple[int, dict[str, Any]]:
-    """Per-slide front matter right after the separator at `start`: (lines used, mapping)."""
-    for end in range(start + 1, min(len(lines), start + 40)):
-        if end in code:
-            return 0, {}
-        if _SLIDEV_FM_LINE.match(lines[end]):
-            chunk = "\n".join(lines[start + 1 : end])
-            try:
-                loaded = yaml.safe_load(chunk) if chunk.strip() else None
-            except yaml.YAMLError:
-                return 0, {}
-            if isinstance(loaded, dict) and _SLIDEV_KEYS & {str(k) for k in loaded}:
-                return end - start, {str(k): v for k, v in loaded.items()}
-            return 0, {}
-    return 0, {}
-
-
 @dataclass
 class _Chunk:
     first: int
     lines: list[str]
     front: dict[str, Any]
+    front_line: int = 0
+    file: str | None = None
+    problems: list[tuple[int, str]] = field(default_factory=list)
 
 
 def _split(
@@ -257,10 +253,14 @@ def _split(
         if i not in code:
             is_vertical = vertical is not None and vertical.match(line)
             if separator.match(line) or is_vertical:
-                used, slide_front = 0, dict[str, Any]()
+                used, slide_front, problem = 0, dict[str, Any](), None
                 if convention is not Convention.REVEAL:
-                    used, slide_front = _slidev_front_matter(lines, i, code)
-                chunks.append(_Chunk(offset + i + used + 1, [], slide_front))
+                    strict = convention is Convention.MARP
+                    used, slide_front, problem = slide_front_matter(lines, i, code, strict=strict)
+                chunk = _Chunk(offset + i + used + 1, [], slide_front)
+                chunk.front_line = offset + i + 1 if slide_front else 0
+                chunk.problems += [(offset + i + 1, problem)] if problem else []
+                chunks.append(chunk)
                 if is_vertical:
                     warnings.append(
                         DeckWarning(offset + i, len(chunks), "vertical slides are shown in order")
@@ -277,7 +277,7 @@ def _split(
                 chunks.append(_Chunk(offset + i, [], {}))
         chunks[-1].lines.append(line)
         i += 1
-    return [c for c in chunks if any(s.strip() for s in c.lines) or c.front], warnings
+    return [c for c in chunks if any(s.strip() for s in c.lines) or c.front or c.problems], warnings
 
 
 def _reveal_directives(
@@ -296,19 +296,100 @@ def _front_warnings(front: dict[str, Any], warnings: list[DeckWarning]) -> None:
             warnings.append(DeckWarning(1, None, f"front matter {key!r} has no effect in Deckyard"))
 
 
-def parse_markdown_deck(text: str) -> MarkdownDeck:
-    """`text` read as a one-file deck; raises `MarkdownDeckError` for unreadable front matter."""
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
-    front: dict[str, Any] = {}
-    body, offset = text, 1
+def _headmatter(text: str, file: str | None) -> tuple[dict[str, Any], str, int]:
+    """(front matter, body, first line of the body) of a Markdown file's `text`."""
     tokens = _front_matter_parser().parse(text)
     if tokens and tokens[0].type == "front_matter" and tokens[0].map:
-        front = _yaml_mapping(tokens[0].content, 2, "the front matter")
+        try:
+            front = _yaml_mapping(tokens[0].content, 2, "the front matter")
+        except MarkdownDeckError as exc:
+            exc.file = file
+            raise
         end = tokens[0].map[1]
-        body = "\n".join(text.split("\n")[end:])
-        offset = end + 1
+        return front, "\n".join(text.split("\n")[end:]), end + 1
+    return {}, text, 1
+
+
+def _normalised(text: str) -> str:
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _imported(
+    chunk: _Chunk, read: ImportReader | None, convention: Convention, chain: tuple[str, ...]
+) -> list[_Chunk]:
+    """The chunks a slide's `src:` names, with the slide's other front matter over theirs."""
+    src = str(chunk.front["src"])
+    line = chunk.front_line or chunk.first
+    try:
+        path, spec = import_target(src, chunk.file)
+    except ValueError as exc:
+        raise MarkdownDeckError(f"src: {exc}", line, chunk.file, missing_import=True) from None
+    if path in chain or len(chain) > _MAX_IMPORT_DEPTH:
+        raise MarkdownDeckError(f"src: {src} imports itself", line, chunk.file)
+    text = read(path) if read is not None else None
+    if text is None:
+        message = f"src: {src}: the file {path} is not there beside the deck"
+        raise MarkdownDeckError(message, line, chunk.file, missing_import=True)
+    front, body, offset = _headmatter(_normalised(text), path)
+    chunks, _ = _split(body, offset, {}, convention)
+    if front and chunks and chunks[0].first == offset:
+        chunks[0].front = {**front, **chunks[0].front}
+        chunks[0].front_line = chunks[0].front_line or 2
+    elif front:
+        chunks.insert(0, _Chunk(offset, [], front, 2))
+    override = {k: v for k, v in chunk.front.items() if k != "src"}
+    picked = [chunks[n - 1] for n in slide_numbers(spec, len(chunks))]
+    if any(s.strip() for s in chunk.lines):
+        note = f"the text of a slide with src: {src} is not shown; the imported slides are"
+        chunk.problems.append((chunk.first, note))
+    if picked:
+        picked[0].problems[:0] = chunk.problems
+    out: list[_Chunk] = []
+    for sub in picked:
+        sub.file = path
+        sub.front = {**sub.front, **override}
+        if "src" in sub.front:
+            out += _imported(sub, read, convention, (*chain, path))
+        else:
+            out.append(sub)
+    return out
+
+
+def _slide_warnings(chunk: _Chunk, number: int, text: str) -> list[DeckWarning]:
+    """What one slide's front matter and text hold that Deckyard does not carry over."""
+    found = [DeckWarning(line, number, message, chunk.file) for line, message in chunk.problems]
+    if chunk.front.get("hide") or chunk.front.get("disabled"):
+        found.append(DeckWarning(chunk.first, number, "a hidden slide is shown", chunk.file))
+    ignored = [k for k in chunk.front if k not in _SLIDE_USED]
+    if ignored:
+        names = ", ".join(repr(k) for k in ignored)
+        message = f"slide front matter {names} has no effect in Deckyard; ignored"
+        found.append(DeckWarning(chunk.front_line or chunk.first, number, message, chunk.file))
+    slide_class = chunk.front.get("class")
+    words = slide_class if isinstance(slide_class, list) else str(slide_class or "").split()
+    utilities = [(chunk.front_line, str(w)) for w in words if is_utility_class(str(w))]
+    utilities += [(chunk.first + line - 1, w) for line, w in utility_classes(text)]
+    if utilities:
+        names = ", ".join(dict.fromkeys(w for _, w in utilities))
+        message = f"UnoCSS utility classes have no effect in Deckyard: {names}"
+        found.append(DeckWarning(utilities[0][0], number, message, chunk.file))
+    return found
+
+
+def parse_markdown_deck(text: str, read: ImportReader | None = None) -> MarkdownDeck:
+    """`text` read as a one-file deck; raises `MarkdownDeckError` for unreadable front matter.
+
+    `read` gives the files Slidev slides import (`src:`); without it, or when it finds no
+    file, such an import is a `MarkdownDeckError` naming its line.
+    """
+    text = _normalised(text)
+    front, body, offset = _headmatter(text, None)
     convention = _convention(front, body)
-    chunks, warnings = _split(body, offset, front, convention)
+    split, warnings = _split(body, offset, front, convention)
+    chunks: list[_Chunk] = []
+    for chunk in split:
+        imports = "src" in chunk.front and convention is not Convention.MARP
+        chunks += _imported(chunk, read, convention, ()) if imports else [chunk]
     _front_warnings(front, warnings)
     deck = {k: v for k, v in front.items() if k in _DECK_KEYS}
     first_only = _FIRST_ONLY if convention is not Convention.SLIDEV else LOCAL_DIRECTIVES
@@ -318,23 +399,28 @@ def parse_markdown_deck(text: str) -> MarkdownDeck:
     slides: list[ParsedSlide] = []
     for chunk in chunks:
         number = len(slides) + 1
+        if convention is Convention.SLIDEV and not chunk.front:
+            found = block_front_matter(chunk.lines)
+            if found is not None:
+                chunk.front, line = found
+                chunk.front_line = chunk.first + line
         slide_text = "\n".join(chunk.lines)
+        if convention is not Convention.REVEAL:
+            slide_text, removed = without_scripts(slide_text)
+            chunk.problems += [(chunk.first + line - 1, m) for line, m in removed]
         comments = split_comments(slide_text)
         deck.update(comments.global_)
         inherited.update(comments.local)
         own = {k: v for k, v in chunk.front.items() if k in LOCAL_DIRECTIVES}
         if number == 1:
             own = {**first_spot, **own}
-        if chunk.front.get("hide") or chunk.front.get("disabled"):
-            warnings.append(DeckWarning(chunk.first, number, "a hidden slide is shown"))
-        for key in chunk.front.keys() - LOCAL_DIRECTIVES - _SLIDE_ONLY:
-            warnings.append(
-                DeckWarning(chunk.first, number, f"slide setting {key!r} has no effect")
-            )
+        warnings += _slide_warnings(chunk, number, slide_text)
         reveal = _reveal_directives(comments.attributes, chunk.first, number, warnings)
         directives = {**inherited, **own, **reveal, **comments.spot}
         for line, message in comments.problems + scan_unsupported(slide_text):
-            warnings.append(DeckWarning(chunk.first + line - 1, number, message))
-        slides.append(ParsedSlide(number, chunk.first, slide_text, directives, comments.notes))
-    warnings.sort(key=lambda w: w.line)
+            warnings.append(DeckWarning(chunk.first + line - 1, number, message, chunk.file))
+        slide = ParsedSlide(number, chunk.first, slide_text, directives, comments.notes)
+        slide.file = chunk.file
+        slides.append(slide)
+    warnings.sort(key=lambda w: (w.slide or 0, w.line))
     return MarkdownDeck(convention, front, deck, slides, warnings)

@@ -5,7 +5,8 @@ page (`slide-01`, `slide-02`, …) carrying its resolved directives, and the fil
 `assets/` next to it are the deck's assets, as in a folder deck. The deck's theme is a built-in
 (`theme: dark`; another tool's theme name maps to the closest one, with a warning) or a CSS file
 of the deck (`theme: theme.css`), plus Marp's `style` directive. What is not carried over is in
-`DeckSource.warnings`, each naming the file, the slide and the line.
+`DeckSource.warnings`, each naming the file, the slide and the line. A Marp deck is the
+exception: Marp's own engine renders it, one HTML page per slide (`marp_deck.py`).
 """
 
 from __future__ import annotations
@@ -34,7 +35,10 @@ from deckyard.decks.source.markdown_deck import (
     MarkdownDeckError,
     parse_markdown_deck,
 )
+from deckyard.decks.source.marp_deck import marp_pages
+from deckyard.decks.source.slidev_imports import ImportReader
 from deckyard.decks.source.theme_names import builtin_name
+from deckyard.decks.source.unclosed import unclosed_blocks
 
 MARKDOWN_SUFFIXES = (".md", ".markdown")
 _HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
@@ -114,12 +118,27 @@ def _size(deck: MarkdownDeck, filename: str, warnings: list[SourceWarning]) -> d
 def _theme(
     deck: MarkdownDeck, filename: str, files: Mapping[str, bytes], warnings: list[SourceWarning]
 ) -> tuple[str | None, str]:
-    """(theme file path, inline theme CSS) for the deck's `theme` and `style` settings."""
+    """(theme file path, inline theme CSS) for the deck's `theme` and `style` settings.
+
+    Slidev's `colorSchema: dark` picks the built-in `dark` theme, whatever theme it names.
+    """
     name = deck.deck.get("theme")
     style = deck.deck.get("style")
+    dark = str(deck.deck.get("colorSchema", "")).strip().lower() == "dark"
     path: str | None = None
     css = ""
-    if isinstance(name, str) and name.strip():
+    if dark and not (isinstance(name, str) and name.strip().lower().endswith(".css")):
+        css = '@import "dark";\n'
+        if isinstance(name, str) and name.strip() and name.strip().lower() != "dark":
+            tool = _TOOLS.get(deck.convention, "the deck")
+            said = f"{tool}'s theme {name.strip()!r} is shown with Deckyard's built-in 'dark' theme"
+            warnings.append(SourceWarning(file=filename, line=1, message=said))
+    elif isinstance(name, str) and name.strip():
+        if dark:
+            said = (
+                f"colorSchema: dark has no effect; the theme file {name.strip()} sets the colours"
+            )
+            warnings.append(SourceWarning(file=filename, line=1, message=said))
         wanted = name.strip().removeprefix("./")
         if wanted.lower().endswith(".css") and wanted in files:
             path = wanted
@@ -151,36 +170,47 @@ def deck_from_markdown(
     limits: DeckLimits,
     *,
     sourced: bool = True,
+    read_import: ImportReader | None = None,
 ) -> DeckSource:
     """The deck in the Markdown `text` (named `filename`) with `files` (deck-relative paths).
 
     `sourced` pages say where in `filename` each slide starts, so compile problems name that
     line (`talk.md:42`); `deckyard import` turns it off, as its pages become their own files.
+    A Marp deck is rendered by Marp's own engine (`marp_deck.py`), one HTML page per slide;
+    imported (not `sourced`), its slides become Deckyard Markdown pages, to be edited as such.
+    `read_import` reads the Markdown files that Slidev slides import (`src:`).
     """
     try:
-        deck = parse_markdown_deck(text)
+        deck = parse_markdown_deck(text, read_import)
     except MarkdownDeckError as exc:
-        raise DeckSourceError(
-            Code.MANIFEST_SYNTAX, f"{filename}:{exc.line}: {exc.message}", file=filename
-        ) from None
+        code = Code.PAGE_NOT_FOUND if exc.missing_import else Code.MANIFEST_SYNTAX
+        where = exc.file or filename
+        raise DeckSourceError(code, f"{where}:{exc.line}: {exc.message}", file=where) from None
     if not deck.slides:
         raise DeckSourceError(Code.NO_PAGES, f"{filename} has no slides", file=filename)
-    warnings = [
-        SourceWarning(file=filename, line=w.line, slide=w.slide, message=w.message)
-        for w in deck.warnings
-    ]
-    path, css = _theme(deck, filename, files, warnings)
-    width = max(2, len(str(len(deck.slides))))
-    pages = [
-        PageSource(
-            name=f"slide-{s.number:0{width}d}",
-            kind=PageKind.MARKDOWN,
-            text=s.page_text(filename if sourced else None),
-        )
-        for s in deck.slides
-    ]
+    path: str | None = None
+    css = ""
+    if deck.convention is Convention.MARP and sourced:
+        starts = [s.first_line for s in deck.slides]
+        pages, size, warnings = marp_pages(text, deck.front_matter, filename, files, limits, starts)
+    else:
+        warnings = [
+            SourceWarning(file=w.file or filename, line=w.line, slide=w.slide, message=w.message)
+            for w in deck.warnings
+        ]
+        path, css = _theme(deck, filename, files, warnings)
+        width = max(2, len(str(len(deck.slides))))
+        pages = [
+            PageSource(
+                name=f"slide-{s.number:0{width}d}",
+                kind=PageKind.MARKDOWN,
+                text=s.page_text(filename if sourced else None),
+            )
+            for s in deck.slides
+        ]
+        size = _size(deck, filename, warnings)
+    warnings += unclosed_blocks(text, filename)
     lang = deck.deck.get("lang")
-    size = _size(deck, filename, warnings)
     raw: dict[str, Any] = {"title": _title(deck, filename), "slide": size}
     if isinstance(lang, str) and re.match(LANG_PATTERN, lang):
         raw["lang"] = lang

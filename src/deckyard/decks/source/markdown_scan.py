@@ -1,9 +1,10 @@
 """Finds what a slide uses that Deckyard does not render, so it is a warning, never a silence.
 
-Slidev's clicks (`v-click`) and Vue components, Marp's `<!--fit-->`, Mermaid and PlantUML
-diagrams, code-line highlighting, math that latex2mathml cannot convert and emoji shortcodes
-that the `emoji` package does not know. Lines are counted in
-the slide's text from 1; markdown-it's tokens give them, so code fences are not searched.
+Slidev's clicks (`v-click`), Vue components, `{{ … }}` interpolation, icons of sets that are not
+installed (`decks/icons.py`) and UnoCSS utility classes, Marp's `<!--fit-->`, Mermaid and
+PlantUML diagrams, code-line highlighting, math that latex2mathml cannot convert and emoji
+shortcodes that the `emoji` package does not know. Lines are counted in the slide's text from
+1; markdown-it's tokens give them, so code fences are not searched.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from markdown_it.token import Token
 from mdit_py_plugins.dollarmath import dollarmath_plugin
 
 from deckyard.decks.diagrams import mermaid_available
+from deckyard.decks.icons import find_icons, icon_svg
 
 _CLICK = re.compile(r"<v-clicks?\b|\sv-(click|after|motion|mark|drag)\b", re.IGNORECASE)
 _COMPONENT = re.compile(r"<([A-Z][A-Za-z0-9]*)\b")
@@ -26,6 +28,22 @@ _ELEMENT = re.compile(r"<!--\s*\.element:")
 _SLOT = re.compile(r"^::(?P<name>[\w-]+)::\s*$", re.MULTILINE)
 _SHORTCODE = re.compile(r"(?<![\w:]):([a-z0-9_+-]*[a-z][a-z0-9_+-]*|[+-]1):(?![\w:])")
 _DIAGRAMS = {"mermaid": "Mermaid", "plantuml": "PlantUML"}
+_MUSTACHE = re.compile(r"\{\{.*?\}\}")
+_SCRIPT = re.compile(r"^\s*<script\b[^>]*>", re.IGNORECASE)
+_CLASS_ATTR = re.compile(r"""\bclass\s*=\s*(?:"([^"]*)"|'([^']*)')""")
+_VARIANT = re.compile(r"^(?:[\w-]+:)*!?-?")
+_UTILITY = re.compile(
+    r"^(?:[pm][xytblrse]?-(?:\d|auto|px|\[)\S*"
+    r"|(?:[wh]|min-[wh]|max-[wh]|size|text|font|bg|border|b[tblrxy]?|rounded"
+    r"|gap|space-[xy]|grid-cols|grid-rows|col|row|items|justify|content|self|place|leading|lh"
+    r"|tracking|opacity|op|shadow|z|top|left|right|bottom|inset|translate|rotate|scale|order"
+    r"|flex|basis|grow|shrink|decoration|aspect|object|overflow|c|color|fill|stroke|ring"
+    r"|outline|blur|backdrop|transition|duration|ease|delay|animate|cursor|select|whitespace"
+    r"|ws|break|line-clamp|columns)-\S+"
+    r"|flex|grid|hidden|block|inline|inline-block|inline-flex|absolute|relative|fixed|sticky"
+    r"|italic|underline|uppercase|lowercase|capitalize|truncate|container|shadow|rounded"
+    r"|border|grow|shrink|contents|op|abs)$"
+)
 
 
 @lru_cache(maxsize=1)
@@ -63,9 +81,67 @@ def _math_problem(token: Token, line: int) -> tuple[int, str] | None:
     return None
 
 
+def is_utility_class(word: str) -> bool:
+    """Whether `word` reads as a UnoCSS (Tailwind-like) utility class."""
+    return _UTILITY.match(_VARIANT.sub("", word)) is not None
+
+
+def _classes(content: str) -> list[str]:
+    return [
+        word
+        for match in _CLASS_ATTR.finditer(content)
+        for word in (match.group(1) or match.group(2) or "").split()
+    ]
+
+
+def _mustache_problems(content: str, line: int) -> list[tuple[int, str]]:
+    return [
+        (line, f"Vue interpolation {found} is not evaluated; it shows as written")
+        for found in dict.fromkeys(_MUSTACHE.findall(content))
+    ]
+
+
+def script_blocks(text: str) -> list[tuple[int, int]]:
+    """0-based `(start, end)` line ranges of the `<script>` blocks of the slide `text`."""
+    return [
+        (token.map[0], token.map[1])
+        for token in _parser().parse(text)
+        if token.type == "html_block" and token.map and _SCRIPT.match(token.content)
+    ]
+
+
+def _icon_problems(text: str) -> list[tuple[int, str]]:
+    found: list[tuple[int, str]] = []
+    for line, icon in find_icons(text):
+        if icon_svg(icon) is None:
+            found.append(
+                (line, f"the icon {icon.icon_set}:{icon.name} is not available; it is left out")
+            )
+    return found
+
+
+def utility_classes(text: str) -> list[tuple[int, str]]:
+    """`(line, class)` for each UnoCSS utility class (`p-3`, `text-xl`) the slide `text` uses.
+
+    Deckyard does not run UnoCSS, so such a class has no effect; a deck's own CSS may still
+    define it, which this cannot tell.
+    """
+    found: list[tuple[int, str]] = []
+    for token in _parser().parse(text):
+        line = token.map[0] + 1 if token.map else 1
+        if token.type == "html_block":
+            found += [(line, w) for w in _classes(token.content)]
+        for child in token.children or []:
+            if child.type == "html_inline":
+                found += [(line, w) for w in _classes(child.content)]
+            elif child.type in ("softbreak", "hardbreak"):
+                line += 1
+    return [(line, w) for line, w in found if is_utility_class(w)]
+
+
 def scan_unsupported(text: str) -> list[tuple[int, str]]:
     """`(line, message)` for each construct of the slide `text` that is not rendered as written."""
-    found: list[tuple[int, str]] = []
+    found: list[tuple[int, str]] = _icon_problems(text)
     for token in _parser().parse(text):
         line = token.map[0] + 1 if token.map else 1
         if token.type == "fence":
@@ -81,6 +157,7 @@ def scan_unsupported(text: str) -> list[tuple[int, str]]:
                 found.append((line, "code-line highlighting ({…}) is ignored"))
         elif token.type == "html_block":
             found.extend(_html_problems(token.content, line, inline=False))
+            found.extend(_mustache_problems(token.content, line))
         elif token.type.startswith("math_block"):
             problem = _math_problem(token, line)
             if problem:
@@ -93,6 +170,7 @@ def scan_unsupported(text: str) -> list[tuple[int, str]]:
                     found.append(problem)
                 elif child.type == "text":
                     found.extend(_shortcode_problems(child.content, line))
+                    found.extend(_mustache_problems(child.content, line))
                 elif child.type in ("softbreak", "hardbreak"):
                     line += 1
     for match in _SLOT.finditer(text):

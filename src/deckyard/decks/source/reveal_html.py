@@ -120,7 +120,7 @@ def _size(soup: BeautifulSoup) -> dict[str, int]:
     """The `width`/`height` given to `Reveal.initialize`, else reveal.js's default."""
     size = {"width": REVEAL_WIDTH, "height": REVEAL_HEIGHT}
     for script in soup.find_all("script"):
-        text = script.get_text()
+        text = str(script.string or "")  # bs4's get_text() leaves a script's text out
         if "Reveal.initialize" not in text:
             continue
         for match in _SIZE.finditer(text.split("Reveal.initialize", 1)[1]):

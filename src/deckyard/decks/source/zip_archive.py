@@ -94,7 +94,12 @@ def load_deck_zip(data: bytes, limits: DeckLimits) -> DeckSource:
         for theme in markdown_theme_files(text):
             if top + theme in entries:
                 files[theme] = entries[top + theme]
-        return deck_from_markdown(text, name, files, limits)
+
+        def read_import(path: str) -> str | None:
+            found = entries.get(top + path)
+            return None if found is None else decode_text(found, path)
+
+        return deck_from_markdown(text, name, files, limits, read_import=read_import)
     reveal = _reveal_top(entries)
     if reveal is not None:
         top, entry = reveal

@@ -12,8 +12,9 @@ Which render diagnostics fail a page, and which only warn:
   did not load, text drawn in (nearly) the colour behind it (white on white), and content
   error codes from the renderer (`RENDER_PAGE_ERROR`, ...). A compiled
   page needs no network, so any request problem means it renders differently than it should.
-* warning: overflow (elements outside the slide, clipped content) and console errors, which are
-  often an author's own logging. Warnings keep the result `passed`, with the render stage at
+* warning: overflow (elements outside the slide, clipped content; one warning per slide naming
+  the first element and how many more) and console errors, which are often an author's own
+  logging. Warnings keep the result `passed`, with the render stage at
   `warning`, for a human to look at.
 
 `is_validation_passed` is the only place that decides whether a result passed.
@@ -47,10 +48,6 @@ _RENDER_FAILURES: tuple[tuple[str, DiagnosticCode, str], ...] = (
     ("invisible_text", DiagnosticCode.INVISIBLE_TEXT, "text is invisible on its background"),
 )
 _COMPILE_BLOCKING = frozenset({StageStatus.FAILED, StageStatus.UNAVAILABLE, StageStatus.SKIPPED})
-_RENDER_WARNINGS: tuple[tuple[str, DiagnosticCode, str], ...] = (
-    ("overflow", DiagnosticCode.OVERFLOW, "overflows the slide"),
-    ("console_errors", DiagnosticCode.CONSOLE_ERROR, "console error"),
-)
 
 
 def compile_outcome(problems: list[CompileProblem]) -> StageOutcome:
@@ -146,8 +143,17 @@ def render_outcome_from_diagnostics(diagnostics: Diagnostics | Mapping[str, Any]
                 Severity.ERROR,
             )
         )
-    for attr, code, what in _RENDER_WARNINGS:
-        found += [_render_item(code, what, item, Severity.WARNING) for item in getattr(diag, attr)]
+    if diag.overflow:
+        # one warning per slide: the first element that overflows, and how many more do
+        more = len(diag.overflow) - 1
+        item = diag.overflow[0] + (f" (and {more} more element(s))" if more else "")
+        found.append(
+            _render_item(DiagnosticCode.OVERFLOW, "overflows the slide", item, Severity.WARNING)
+        )
+    found += [
+        _render_item(DiagnosticCode.CONSOLE_ERROR, "console error", item, Severity.WARNING)
+        for item in diag.console_errors
+    ]
     if diag.truncated:
         found.append(
             _render_item(

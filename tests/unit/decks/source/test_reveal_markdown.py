@@ -44,3 +44,14 @@ def test_a_missing_markdown_file_is_a_warning_and_one_slide(tmp_path: Path) -> N
     deck = load_deck_folder(folder, DeckLimits.from_settings(Settings.load()))
     assert len(deck.pages) == 3  # the external section, and the inline one's two slides
     assert any("no file example.md" in w.message for w in deck.warnings)
+
+
+def test_the_slide_size_given_to_reveal_initialize_is_the_decks(tmp_path: Path) -> None:
+    folder = reveal_deck(tmp_path / "md", MARKDOWN_FIXTURE)
+    html = (folder / "index.html").read_text()
+    sized = "Reveal.initialize({ width: 1280, height: 720, plugins: [RevealMarkdown] });"
+    (folder / "index.html").write_text(
+        html.replace("Reveal.initialize({ plugins: [RevealMarkdown] });", sized)
+    )
+    deck = load_deck_folder(folder, DeckLimits.from_settings(Settings.load()))
+    assert (deck.width, deck.height) == (1280, 720)

@@ -91,9 +91,9 @@ async def fetch_remote_assets(
     and show as missing images. URLs fetched already (an asset under their stem) are kept.
     """
     have = {posixpath.splitext(p)[0] for p in source.assets if p.startswith(REMOTE_DIR)}
-    wanted = [
-        (ref, where) for ref, where in _remote_refs(source) if remote_asset_stem(ref) not in have
-    ]
+    # a scan of every page's text: ~50 ms a megabyte, kept off the caller's event loop
+    refs = await asyncio.to_thread(_remote_refs, source)
+    wanted = [(ref, where) for ref, where in refs if remote_asset_stem(ref) not in have]
     if not wanted:
         return source
     gate = asyncio.Semaphore(concurrency)

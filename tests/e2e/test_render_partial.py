@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
 
 from tests.e2e.test_render_cli import run
 from tests.helpers.decks import EXAMPLE
+from tests.helpers.loopback_http import loopback_server
 
 pytestmark = [pytest.mark.chromium, pytest.mark.processes]
 CHART = (EXAMPLE / "assets/img/growth-chart.png").read_bytes()
@@ -33,15 +33,8 @@ class _Chart(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def chart_host() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Chart)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+    with loopback_server(_Chart) as host:
+        yield host
 
 
 def _talk(tmp_path: Path, host: str) -> Path:

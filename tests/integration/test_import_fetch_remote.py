@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ from deckyard.config import Settings
 from deckyard.decks.source.importer import import_markdown_deck
 from deckyard.decks.source.limits import DeckLimits
 from tests.helpers.decks import PNG_1PX
+from tests.helpers.loopback_http import loopback_server
 
 
 class _Images(BaseHTTPRequestHandler):
@@ -34,15 +34,8 @@ class _Images(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def image_server() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Images)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+    with loopback_server(_Images) as host:
+        yield host
 
 
 def _talk(tmp_path: Path, host: str) -> Path:

@@ -7,9 +7,8 @@ through only because its host:port is in `renderer_url_allow_hosts`.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -25,6 +24,7 @@ from deckyard.decks.source.limits import DeckLimits
 from deckyard.decks.source.remote import MISSING_IMAGE, fetch_remote_assets
 from deckyard.decks.validation.rules import render_outcome_from_diagnostics
 from tests.helpers.decks import PNG_1PX
+from tests.helpers.loopback_http import loopback_server
 
 PNG_B64_HEAD = "data:image/png;base64,"
 
@@ -46,15 +46,8 @@ class _Files(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def files_server() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Files)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+    with loopback_server(_Files) as host:
+        yield host
 
 
 def _deck(tmp_path: Path, text: str) -> DeckSource:

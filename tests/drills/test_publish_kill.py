@@ -116,9 +116,12 @@ def test_sigkill_serve_at_each_stage_of_a_publish(
         return bool(task(s)["status"] == "succeeded")
 
     eventually_sync(succeeded, timeout=RESUME_BOUND * 2, every=0.2, what="publish succeeded")
-    # Each kill lands in the first stage not killed in yet; one that ends within a poll (the
-    # screenshot stage reuses validation's renders, so it often does) is passed over.
-    assert len(killed_at) >= 3 and killed_at == sorted(set(killed_at)), killed_at
+    # Each kill lands in the first stage not killed in yet; one that ends within a poll is
+    # passed over. The screenshot stage reuses validation's renders and the build's browser check
+    # sends one page, so after the first restart the stages from screenshot to live can all end
+    # within a second: how many kills land is the machine's timing (seen: 2 to 4). The first
+    # (validate) always lands, and one more lands in a later stage.
+    assert len(killed_at) >= 2 and killed_at == sorted(set(killed_at)), killed_at
     log = events(server)
     types = [e["type"] for e in log]
     assert [e["data"]["stage"] for e in log if e["type"] == "stage_started"] == STAGES, types

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from deckyard.api.remote_fetch import guarded_fetch
+from deckyard.api.remote_fetch import guarded_download, guarded_fetch
 from deckyard.config import Settings
 from deckyard.decks.compile.documents import compile_deck_report
 from deckyard.decks.errors import CompileErrorCode
@@ -23,6 +23,7 @@ from deckyard.decks.source.importer import import_markdown_deck
 from deckyard.decks.source.limits import DeckLimits
 from deckyard.decks.source.remote import MISSING_IMAGE, fetch_remote_assets
 from deckyard.decks.validation.rules import render_outcome_from_diagnostics
+from deckyard.render.renderer.ssrf import UrlGuard
 from tests.helpers.decks import PNG_1PX
 from tests.helpers.loopback_http import loopback_server
 
@@ -174,3 +175,68 @@ def test_a_slidev_slides_image_setting_resolves_from_public(tmp_path: Path) -> N
     assert report.problems == []
     assert sorted(source.assets) == ["assets/photo.png"]
     assert PNG_B64_HEAD in report.pages[1].document
+
+
+class _Styles(BaseHTTPRequestHandler):
+    hosts: list[str] = []
+
+    def do_GET(self) -> None:
+        _Styles.hosts.append(self.headers.get("host", ""))
+        body = {
+            "/css/font.css": b"@font-face{font-family:Remote;src:url(../fonts/r.woff2)}",
+            "/css/theme.css": b"h1{background:url('/img/bg.png')}",
+            "/fonts/r.woff2": b"wOF2" + b"\0" * 60,
+            "/img/bg.png": PNG_1PX,
+        }.get(self.path)
+        self.send_response(200 if body is not None else 404)
+        self.end_headers()
+        self.wfile.write(body or b"")
+
+    def log_message(self, *args: object) -> None:
+        return
+
+
+async def test_a_fetched_stylesheet_brings_the_files_it_loads(tmp_path: Path) -> None:
+    """A remote stylesheet (a `<link>` in a page, an `@import` in the theme) is fetched, and so
+    are the fonts and images its own relative `url()`s load: the deck compiles offline after."""
+    with loopback_server(_Styles) as host:
+        base = f"http://{host}"
+        source = _deck(
+            tmp_path,
+            f'<link rel="stylesheet" href="{base}/css/font.css">\n\n# A\n\n'
+            '<p style="font-family: Remote">text</p>\n',
+        )
+        source = source.model_copy(
+            update={"theme_css": f'@import "default";\n@import "{base}/css/theme.css";\n'}
+        )
+        settings = Settings.load(renderer_url_allow_hosts=[host])
+        fetched = await fetch_remote_assets(source, guarded_fetch(settings), max_files=10)
+    assert fetched.warnings == source.warnings
+    kinds = sorted(a.media_type for p, a in fetched.assets.items() if p.startswith("assets/remote"))
+    assert kinds == ["font/woff2", "image/png", "text/css", "text/css"]
+    report = compile_deck_report(fetched, DeckLimits.from_settings(settings))
+    assert report.problems == []
+    (page,) = report.pages
+    assert "data:font/woff2;base64," in page.document
+    assert PNG_B64_HEAD in page.document
+
+
+async def test_the_fetch_connects_to_the_address_the_guard_checked() -> None:
+    """DNS rebinding: the host is resolved once, by the guard, and the download connects to
+    that address (`rebind.test` has no address in the system's DNS; only the guard's resolver
+    knows it), with the original name in `Host`."""
+    asked: list[str] = []
+
+    async def resolver(name: str, port: int) -> list[str]:
+        asked.append(name)
+        return ["127.0.0.1"]
+
+    with loopback_server(_Styles) as host:
+        port = int(host.rsplit(":", 1)[1])
+        settings = Settings.load(renderer_url_allow_hosts=[f"rebind.test:{port}"])
+        guard = UrlGuard(settings.renderer_url_allow_hosts, 5.0, resolver=resolver)
+        _Styles.hosts.clear()
+        data = await guarded_download(f"http://rebind.test:{port}/img/bg.png", guard, settings)
+    assert data == PNG_1PX
+    assert asked == ["rebind.test"]
+    assert _Styles.hosts == [f"rebind.test:{port}"]

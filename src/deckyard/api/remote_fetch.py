@@ -21,8 +21,35 @@ from deckyard.render.renderer.ssrf import UrlGuard
 MAX_REDIRECTS = 5
 
 
+def pinned_request(client: httpx.AsyncClient, url: str, address: str) -> httpx.Request:
+    """A GET of `url` that connects to `address`, the one the guard checked, not to whatever
+    the host resolves to a moment later (DNS rebinding): the URL names the address, `Host`
+    the original host, and TLS sends and verifies the original name (httpcore's SNI name)."""
+    parts = httpx.URL(url)
+    extensions = {"sni_hostname": parts.host} if parts.scheme == "https" else {}
+    return client.build_request(
+        "GET",
+        parts.copy_with(host=address.split("%", 1)[0]),
+        headers={"host": parts.netloc.decode("ascii")},
+        extensions=extensions,
+    )
+
+
+async def _body(response: httpx.Response, limit: int) -> bytes:
+    if response.status_code != 200:
+        raise FetchRefused(f"HTTP {response.status_code}")
+    body = bytearray()
+    async for chunk in response.aiter_bytes():
+        body += chunk
+        if len(body) > limit:
+            raise FetchRefused(f"larger than {limit} bytes")
+    return bytes(body)
+
+
 async def guarded_download(url: str, guard: UrlGuard, settings: Settings) -> bytes:
-    """The body of `url` after every hop passed `guard`; raises `FetchRefused` with why not."""
+    """The body of `url` after every hop passed `guard`; raises `FetchRefused` with why not.
+
+    Each hop connects to an address the guard checked (`pinned_request`)."""
     target = url if "://" in url else "https:" + url
     limit = settings.deck_max_file_bytes
     async with httpx.AsyncClient(timeout=settings.deck_fetch_remote_timeout_seconds) as client:
@@ -31,18 +58,14 @@ async def guarded_download(url: str, guard: UrlGuard, settings: Settings) -> byt
             if not verdict.allowed:
                 raise FetchRefused(f"refused by the SSRF guard ({verdict.reason})")
             try:
-                async with client.stream("GET", target, follow_redirects=False) as response:
-                    if response.is_redirect and "location" in response.headers:
-                        target = urljoin(target, response.headers["location"])
-                        continue
-                    if response.status_code != 200:
-                        raise FetchRefused(f"HTTP {response.status_code}")
-                    body = bytearray()
-                    async for chunk in response.aiter_bytes():
-                        body += chunk
-                        if len(body) > limit:
-                            raise FetchRefused(f"larger than {limit} bytes")
-                    return bytes(body)
+                request = pinned_request(client, target, verdict.addresses[0])
+                response = await client.send(request, stream=True)
+                try:
+                    if not (response.is_redirect and "location" in response.headers):
+                        return await _body(response, limit)
+                    target = urljoin(target, response.headers["location"])
+                finally:
+                    await response.aclose()
             except httpx.HTTPError as exc:
                 raise FetchRefused(f"download failed ({exc!r})") from None
     raise FetchRefused(f"more than {MAX_REDIRECTS} redirects")

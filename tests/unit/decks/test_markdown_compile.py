@@ -95,7 +95,9 @@ def test_a_theme_may_import_a_builtin_and_a_deck_file(
 def test_a_remote_or_missing_import_is_a_problem_saying_what_to_do(limits: DeckLimits) -> None:
     out = expand_theme('@import "https://cdn.example/x.css";\n@import "nope.css";', None, {})
     assert [p.message for p in out.problems] == [
-        "@import 'https://cdn.example/x.css' is remote; download it into assets/",
+        "@import 'https://cdn.example/x.css' is remote and was not fetched (`deckyard render "
+        "--offline`, or the server's deck_fetch_remote is off); render without --offline, or "
+        "download it into assets/",
         "@import 'nope.css': no such file (nope.css)",
     ]
 

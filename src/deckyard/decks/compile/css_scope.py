@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import tinycss2
-from tinycss2 import ast
 
 from deckyard.decks.compile.assets import AssetResolver, ReferenceProblem
+from deckyard.decks.css_urls import rewrite_urls
 from deckyard.decks.errors import CompileErrorCode
 
 _NESTED_RULE_BLOCKS = frozenset({"media", "supports", "container", "layer", "document", "scope"})
@@ -24,7 +24,6 @@ _REFUSED = {
     "import": "@import is not supported; put the rules in the page or the theme",
     "page": "@page is not supported; the slide size comes from deck.toml",
 }
-_URL_STRING_FUNCTIONS = frozenset({"url", "image-set", "-webkit-image-set"})
 _COMBINATORS = frozenset({">", "+", "~"})
 
 
@@ -62,39 +61,10 @@ class CssContext:
             return None
 
 
-def _quoted(value: str) -> str:
-    escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\a ")
-    return f'"{escaped}"'
-
-
-def _rewrite_urls(nodes: list[Any], ctx: CssContext) -> None:
-    """Replace every `url()` (and `image-set()` string) in `nodes` by its inlined form."""
-    for i, node in enumerate(nodes):
-        kind = getattr(node, "type", None)
-        if kind == "url":
-            new = ctx.resolve(node.value, node)
-            if new is not None:
-                nodes[i] = ast.URLToken(
-                    node.source_line, node.source_column, new, "url(" + _quoted(new) + ")"
-                )
-        elif kind == "function":
-            if node.lower_name in _URL_STRING_FUNCTIONS:
-                for j, arg in enumerate(node.arguments):
-                    if getattr(arg, "type", None) == "string":
-                        new = ctx.resolve(arg.value, arg)
-                        if new is not None:
-                            node.arguments[j] = ast.StringToken(
-                                arg.source_line, arg.source_column, new, _quoted(new)
-                            )
-            _rewrite_urls(node.arguments, ctx)
-        elif kind in ("() block", "[] block", "{} block"):
-            _rewrite_urls(node.content, ctx)
-
-
 def rewrite_values(css: str, ctx: CssContext) -> str:
     """`css` (declarations, as in a `style` attribute) with its `url()`s inlined."""
     nodes = tinycss2.parse_component_value_list(css, skip_comments=True)
-    _rewrite_urls(nodes, ctx)
+    rewrite_urls(nodes, ctx.resolve)
     return str(tinycss2.serialize(nodes))
 
 
@@ -171,7 +141,7 @@ def _rules(nodes: list[Any], ctx: CssContext, scope: str | None) -> str:
                 )
             )
         elif kind == "qualified-rule":
-            _rewrite_urls(node.content, ctx)
+            rewrite_urls(node.content, ctx.resolve)
             body = str(tinycss2.serialize(node.content))
             if scope is None:
                 selectors = str(tinycss2.serialize(node.prelude)).strip()
@@ -196,7 +166,7 @@ def _at_rule(node: Any, ctx: CssContext, scope: str | None) -> str:
             CssProblem(CompileErrorCode.CSS_UNSUPPORTED, _REFUSED[keyword], ctx.line(node))
         )
         return ""
-    _rewrite_urls(node.prelude, ctx)
+    rewrite_urls(node.prelude, ctx.resolve)
     prelude = str(tinycss2.serialize(node.prelude)).strip()
     head = f"@{node.at_keyword} {prelude}".rstrip()
     if node.content is None:
@@ -204,7 +174,7 @@ def _at_rule(node: Any, ctx: CssContext, scope: str | None) -> str:
     if keyword in _NESTED_RULE_BLOCKS:
         inner = tinycss2.parse_rule_list(node.content, skip_comments=True)
         return f"{head} {{\n{_rules(inner, ctx, scope)}\n}}"
-    _rewrite_urls(node.content, ctx)
+    rewrite_urls(node.content, ctx.resolve)
     return f"{head} {{{tinycss2.serialize(node.content)}}}"
 
 

@@ -22,7 +22,7 @@ from deckyard.decks.errors import CompileError, CompileErrorCode, CompileProblem
 from deckyard.decks.source.assemble import MANIFEST_FILE, field_path
 from deckyard.decks.source.deck_source import DeckSource, PageKind, PageSource
 from deckyard.decks.source.limits import DeckLimits
-from deckyard.decks.source.reveal_html import print_page
+from deckyard.decks.source.reveal_html import print_page, slide_position
 
 _FONT_FORMATS = {".woff2": "woff2", ".woff": "woff", ".ttf": "truetype", ".otf": "opentype"}
 
@@ -300,7 +300,8 @@ def compile_print_document(deck: DeckSource, limits: DeckLimits) -> str:
     A reveal.js deck prints through reveal.js's own print view instead. Raises `CompileError`
     when any page (or the theme) has problems.
     """
-    reveal = print_page(deck.pages[0])
+    shown = [at for page in deck.pages if (at := slide_position(page)) is not None]
+    reveal = print_page(deck.pages[0], keep=shown)
     if reveal is not None:
         document = _reveal_print_document(deck, reveal, limits)
         oversize = _too_large(document, "(print)", limits)

@@ -9,6 +9,7 @@ locator searches back to where it begins and forward to the attribute's value.
 
 from __future__ import annotations
 
+import base64
 import bisect
 import posixpath
 import re
@@ -35,11 +36,14 @@ from deckyard.decks.source.deck_source import PageKind, PageSource
 from deckyard.decks.source.limits import DeckLimits
 from deckyard.decks.source.markdown_directives import split_comments
 from deckyard.decks.source.marp_deck import MARP_MARK
+from deckyard.decks.source.remote import MISSING_IMAGE
 from deckyard.decks.source.reveal_html import SLIDE_MARK, reveal_slides, section_notes
 
 FORMATTER = HTMLFormatter(
     entity_substitution=EntitySubstitution.substitute_xml, void_element_close_prefix=""
 )
+BLANK_IMAGE = "data:image/png;base64," + base64.b64encode(MISSING_IMAGE).decode("ascii")
+"""What a reference that failed in a slide this page does not show becomes (`not_shown`)."""
 _URL_ATTRS = ("src", "href", "xlink:href", "poster", "background")
 _REVEAL_URL_ATTRS = ("data-src", "data-background-image", "data-background-video")
 _SRCSET_ATTRS = ("srcset", "imagesrcset")
@@ -144,6 +148,8 @@ class _PageCompiler:
         self.marp = marp is not None
         self.marp_origin = marp["origin"] if marp else None
         self.reveal_at = (int(mark["h"]), int(mark["v"])) if mark and mark["h"] else None
+        self.elsewhere: set[int] = set()
+        """`id()`s of the reveal.js `<section>`s this page does not show (`not_shown`)."""
         self.base = ASSETS_DIR.rstrip("/") if self.reveal else ""
         self.url_attrs = _URL_ATTRS + (_REVEAL_URL_ATTRS if self.reveal else ())
         if page.kind is PageKind.MARKDOWN:
@@ -228,7 +234,24 @@ class _PageCompiler:
                     for p in ctx.problems:
                         self.problem(p.code, p.message, p.line, p.reference)
             except ReferenceProblem as exc:
+                if self.not_shown(tag):
+                    # another slide's, reported on its own page: a blank image stands in
+                    tag.attrs[name] = BLANK_IMAGE if key in self.url_attrs else ""
+                    continue
                 self.problem(exc.code, exc.message, self.locator.line(tag, exc.reference), value)
+
+    def not_shown(self, tag: Tag) -> bool:
+        """Whether `tag` is in a reveal.js slide this page does not show: another slide (its
+        own page reports its problems) or a hidden one (reveal.js removes it, so a slide that
+        failed and is left out of the print view costs no other slide its PDF page)."""
+        return bool(self.elsewhere) and any(id(t) in self.elsewhere for t in (tag, *tag.parents))
+
+    def reveal_sections(self, soup: BeautifulSoup) -> None:
+        """Note the `<section>`s this reveal.js page does not show (see `not_shown`)."""
+        hidden = soup.select("section[data-visibility=hidden]")
+        others = [s for h, v, s in reveal_slides(soup) if (h, v) != self.reveal_at]
+        shown = self.reveal_at is None
+        self.elsewhere = {id(s) for s in hidden + ([] if shown else others)}
 
     def framework(self, soup: BeautifulSoup) -> None:
         """Refuse a whole slide-framework deck (reveal.js, impress.js, Marp's HTML) as a page.
@@ -305,6 +328,7 @@ class _PageCompiler:
         """Parse the page and return it as a part with its problems."""
         soup = BeautifulSoup(self.source, "html5lib")
         if self.reveal:
+            self.reveal_sections(soup)
             self.reveal_slide(soup, self.reveal_at)
         elif self.page.kind is PageKind.HTML and not self.marp:
             self.framework(soup)

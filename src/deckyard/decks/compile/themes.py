@@ -25,6 +25,7 @@ from pygments.formatters import HtmlFormatter
 
 from deckyard.decks.compile.slide_markdown import CODE_CLASS
 from deckyard.decks.errors import CompileErrorCode
+from deckyard.decks.source.remote import REMOTE_DIR, remote_asset_stem
 from deckyard.decks.source.theme_names import BUILTIN_THEMES, THEME_ALIASES, builtin_name
 
 _PACKAGE = "deckyard.decks.compile"
@@ -89,6 +90,12 @@ def _import_target(rule: Any) -> str | None:
     return None
 
 
+def _fetched(files: Mapping[str, bytes], url: str) -> str | None:
+    """The deck path of the stylesheet fetched for the remote `url`, if it was."""
+    stem = remote_asset_stem(url)
+    return next((p for p in files if p.startswith(REMOTE_DIR) and p == stem + ".css"), None)
+
+
 def _expand(
     css: str,
     base_dir: str,
@@ -124,8 +131,17 @@ def _expand(
             continue
         path = posixpath.normpath(posixpath.join(base_dir, target.split("?", 1)[0]))
         if "://" in target or target.startswith("//"):
-            message = f"@import {target!r} is remote; download it into assets/"
-            out.problems.append(ThemeProblem(origin, line, message))
+            fetched = _fetched(files, target)
+            if fetched is None:
+                message = (
+                    f"@import {target!r} is remote and was not fetched (`deckyard render "
+                    "--offline`, or the server's deck_fetch_remote is off); render without "
+                    "--offline, or download it into assets/"
+                )
+                out.problems.append(ThemeProblem(origin, line, message))
+            elif fetched not in seen:
+                text = files[fetched].decode("utf-8-sig", errors="replace")
+                _expand(text, posixpath.dirname(fetched), fetched, files, out, seen | {fetched})
         elif path in seen:
             out.problems.append(ThemeProblem(origin, line, f"@import {target!r} imports itself"))
         elif path not in files:

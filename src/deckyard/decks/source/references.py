@@ -7,8 +7,9 @@ what import accepts: a local reference resolves relative to the Markdown file
 rewritten to `assets/<path>` (`public/` dropped); nothing outside the file's folder is read.
 A remote reference (`https://…`, `//host/…`) is a load when it is an image, a `src=` (reveal.js's
 `data-src=` too), a `poster=`, a reveal.js background (`data-background[-image|-video]=`), a
-slide setting's `image:`/`background:` (Slidev's front matter) or a CSS `url(…)`; a Markdown
-link (`[text](https://…)`) is a hyperlink and never loaded.
+slide setting's `image:`/`background:` (Slidev's front matter), a CSS `url(…)` or `@import`,
+or a `<link rel=stylesheet href=…>`; a Markdown link (`[text](https://…)`) is a hyperlink and
+never loaded.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 REFERENCE = re.compile(
-    r"""(?P<lead>!?\[[^\]\n]*\]\(|src=["']|url\(["']?"""
+    r"""(?P<lead>!?\[[^\]\n]*\]\(|src=["']|url\(["']?|@import[ \t]+["']"""
+    r"""|<link\b(?=[^>]*\bstylesheet\b)[^>]*?\bhref=["']"""
     r"""|(?:data-background(?:-image|-video)?|poster)=["']"""
     r"""|(?m:^[ \t]*(?:image|background|backgroundImage):[ \t]*["']?))(?P<ref>[^)"'\s]+)"""
 )

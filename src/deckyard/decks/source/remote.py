@@ -18,10 +18,11 @@ import hashlib
 import posixpath
 import re
 from collections.abc import Awaitable, Callable
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
+from deckyard.decks.css_urls import rewrite_stylesheet_urls
 from deckyard.decks.source.deck_source import MEDIA_TYPES, Asset, DeckSource, SourceWarning
-from deckyard.decks.source.references import remote_loads
+from deckyard.decks.source.references import REMOTE, remote_loads
 
 REMOTE_DIR = "assets/remote/"
 AsyncFetch = Callable[[str], Awaitable[bytes]]
@@ -31,6 +32,9 @@ MISSING_IMAGE = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
 )
 """A 1x1 transparent PNG: what a remote image that could not be fetched shows."""
+
+CSS_DEPTH = 2
+"""How deep a fetched stylesheet's own remote files are followed (a font CSS, then its fonts)."""
 
 _SAFE = re.compile(r"[^A-Za-z0-9.-]+")
 _SNIFF: tuple[tuple[bytes, str], ...] = (
@@ -82,13 +86,32 @@ def _remote_refs(source: DeckSource) -> list[tuple[str, str]]:
     return list(found.items())
 
 
+def absolute_css(css: bytes, url: str) -> bytes:
+    """A fetched stylesheet with its relative `url()`s made absolute against `url`, so the
+    files it loads (a web font's `.woff2`) are fetched and found like any remote reference."""
+    try:
+        text = css.decode("utf-8")
+    except UnicodeDecodeError:
+        return css
+
+    def absolute(ref: str, _node: object) -> str | None:
+        ref = ref.strip()
+        if not ref or ref.startswith(("#", "data:")) or REMOTE.match(ref):
+            return None
+        return urljoin(url, ref)
+
+    return rewrite_stylesheet_urls(text, absolute).encode("utf-8")
+
+
 async def fetch_remote_assets(
     source: DeckSource, fetch: AsyncFetch, *, max_files: int, concurrency: int = 8
 ) -> DeckSource:
     """`source` with every remote file it loads added as an asset (see the module docstring).
 
-    At most `max_files` URLs are fetched; the others, and every failed fetch, are warnings
-    and show as missing images. URLs fetched already (an asset under their stem) are kept.
+    A fetched stylesheet's own remote files are fetched too, up to `CSS_DEPTH` levels deep.
+    At most `max_files` URLs are fetched in all; the others, and every failed fetch, are
+    warnings and show as missing images. URLs fetched already (an asset under their stem)
+    are kept.
     """
     have = {posixpath.splitext(p)[0] for p in source.assets if p.startswith(REMOTE_DIR)}
     # a scan of every page's text: ~50 ms a megabyte, kept off the caller's event loop
@@ -105,22 +128,33 @@ async def fetch_remote_assets(
             except Exception as exc:  # every failure is the same warning: say why, go on
                 return str(exc) or type(exc).__name__
 
-    fetched = await asyncio.gather(*(one(ref) for ref, _ in wanted[:max_files]))
     assets = dict(source.assets)
     warnings = list(source.warnings)
-    for index, (ref, where) in enumerate(wanted):
-        if index >= max_files:
-            outcome: bytes | str = f"more than {max_files} remote files in the deck"
-        else:
-            outcome = fetched[index]
-        stem = remote_asset_stem(ref)
-        if isinstance(outcome, bytes):
-            path = stem + _extension(absolute_url(ref), outcome)
-            data = outcome
-        else:
-            path, data = stem + ".png", MISSING_IMAGE
-            message = f"{ref} was not fetched ({outcome}); the slide shows it missing"
-            warnings.append(SourceWarning(file=where, message=message))
-        media = MEDIA_TYPES.get(posixpath.splitext(path)[1], "application/octet-stream")
-        assets[path] = Asset(path=path, data=data, media_type=media)
+    budget = max_files
+    for _ in range(CSS_DEPTH + 1):
+        fetched = await asyncio.gather(*(one(ref) for ref, _ in wanted[:budget]))
+        nested: dict[str, str] = {}
+        for index, (ref, where) in enumerate(wanted):
+            outcome = fetched[index] if index < budget else f"more than {max_files} remote files"
+            stem = remote_asset_stem(ref)
+            have.add(stem)
+            url = absolute_url(ref)
+            if isinstance(outcome, bytes):
+                path = stem + _extension(url, outcome)
+                data = outcome
+                if path.endswith(".css"):
+                    data = absolute_css(outcome, url)
+                    for inner in remote_loads(data.decode("utf-8", "replace")):
+                        if remote_asset_stem(inner) not in have:
+                            nested.setdefault(inner, where)
+            else:
+                path, data = stem + ".png", MISSING_IMAGE
+                message = f"{ref} was not fetched ({outcome}); the slide shows it missing"
+                warnings.append(SourceWarning(file=where, message=message))
+            media = MEDIA_TYPES.get(posixpath.splitext(path)[1], "application/octet-stream")
+            assets[path] = Asset(path=path, data=data, media_type=media)
+        budget = max(0, budget - len(fetched))
+        wanted = list(nested.items())
+        if not wanted:
+            break
     return source.model_copy(update={"assets": assets, "warnings": warnings})

@@ -14,7 +14,7 @@ sections as vertical slides, hidden ones left out as reveal.js removes them), af
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from bs4 import BeautifulSoup
@@ -35,13 +35,43 @@ SLIDE_MARK = re.compile(r"^<!--deckyard-slide reveal\.js (?:(?P<h>\d+) (?P<v>\d+
 """The mark a page of a reveal.js deck starts with: the slide it shows, or `print`: all."""
 
 
-def print_page(page: PageSource) -> PageSource | None:
-    """The page that prints every slide of `page`'s reveal.js deck, None for another page."""
+def slide_position(page: PageSource) -> tuple[int, int] | None:
+    """(h, v) of the reveal.js slide `page` shows, None for any other page."""
+    mark = SLIDE_MARK.match(page.text) if page.kind is PageKind.HTML else None
+    if mark is None or mark["h"] is None:
+        return None
+    return int(mark["h"]), int(mark["v"])
+
+
+def print_page(
+    page: PageSource, keep: Collection[tuple[int, int]] | None = None
+) -> PageSource | None:
+    """The page that prints every slide of `page`'s reveal.js deck, None for another page.
+
+    With `keep`, only the slides at those (h, v) are printed: the others are marked hidden,
+    as an author hides a slide, so reveal.js's print view leaves them out (a slide that
+    failed is in neither the PDF nor the site)."""
     mark = SLIDE_MARK.match(page.text) if page.kind is PageKind.HTML else None
     if mark is None:
         return None
-    text = "<!--deckyard-slide reveal.js print-->" + page.text[mark.end() :]
-    return page.model_copy(update={"text": text})
+    body = page.text[mark.end() :]
+    if keep is not None:
+        body = _only_slides(body, set(keep))
+    return page.model_copy(update={"text": "<!--deckyard-slide reveal.js print-->" + body})
+
+
+def _only_slides(text: str, keep: set[tuple[int, int]]) -> str:
+    soup = BeautifulSoup(text, "html5lib")
+    dropped = [s for h, v, s in reveal_slides(soup) if (h, v) not in keep]
+    if not dropped:
+        return text
+    for section in dropped:
+        section["data-visibility"] = "hidden"
+    container = soup.select_one(".reveal > .slides")
+    for stack in _shown_sections(container) if container else []:
+        if stack.find("section", recursive=False) and not _shown_sections(stack):
+            stack["data-visibility"] = "hidden"  # a vertical stack with none of its slides
+    return str(soup)
 
 
 def section_notes(section: Tag) -> list[str]:

@@ -118,8 +118,12 @@ def _icon_set(name: str) -> dict[str, object] | None:
     return loaded if isinstance(loaded, dict) else None
 
 
-def icon_svg(icon: IconTag) -> str | None:
-    """The SVG of `icon` (1.2em, `currentColor`), or None when its set or name is not here."""
+def icon_svg(icon: IconTag, icon_class: str | None = None) -> str | None:
+    """The SVG of `icon` (1.2em, `currentColor`), or None when its set or name is not here.
+
+    With `icon_class` (Slidev's `slidev-icon`) the SVG is placed by that class, as Slidev
+    places it, instead of Deckyard's inline alignment.
+    """
     data = _icon_set(icon.icon_set)
     if data is None:
         return None
@@ -136,11 +140,13 @@ def icon_svg(icon: IconTag) -> str | None:
         return None
     width = entry.get("width", data.get("width", 16))
     height = entry.get("height", data.get("height", 16))
-    classes = f' class="{html.escape(icon.classes)}"' if icon.classes else ""
+    words = " ".join(w for w in (icon_class, icon.classes) if w)
+    classes = f' class="{html.escape(words)}"' if words else ""
+    style = "" if icon_class else ' style="vertical-align:-0.2em"'
     return (
         f'<svg xmlns="http://www.w3.org/2000/svg" width="1.2em" height="1.2em" '
         f'viewBox="0 0 {width} {height}" role="img" aria-label="{html.escape(icon.name)}"'
-        f'{classes} style="vertical-align:-0.2em">{entry["body"]}</svg>'
+        f"{classes}{style}>{entry['body']}</svg>"
     )
 
 
@@ -183,9 +189,14 @@ def find_icons(text: str) -> list[tuple[int, IconTag]]:
     return found
 
 
-def inline_icons(text: str, *, allow_html: bool) -> str:
+def inline_icons(text: str, *, allow_html: bool, icon_class: str | None = None) -> str:
     """`text` (Markdown) with each icon tag outside code replaced by its SVG, or removed.
 
     Without raw HTML allowed the icon cannot be drawn, so the tag is removed as well.
+    `icon_class` is `icon_svg`'s.
     """
-    return _each_icon(text, lambda icon, _line: (icon_svg(icon) if allow_html else None) or "")
+
+    def svg(icon: IconTag, _line: int) -> str:
+        return (icon_svg(icon, icon_class) if allow_html else None) or ""
+
+    return _each_icon(text, svg)

@@ -33,9 +33,16 @@ from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
 from deckyard.decks.compile.markdown import annotate_tokens
+from deckyard.decks.compile.slidev_layouts import (
+    render_layout,
+    slidev_layout,
+    slidev_page,
+    split_slots,
+)
 from deckyard.decks.diagrams import MERMAID_CLASS, mermaid_available
 from deckyard.decks.icons import inline_icons
 from deckyard.decks.source.markdown_directives import (
+    SLIDEV_DIRECTIVE,
     ImageOptions,
     attribute_directives,
     image_options,
@@ -51,6 +58,11 @@ _RIGHT_SLOT = re.compile(r"^::right::\s*$", re.MULTILINE)
 _SLOT_LINE = re.compile(r"^::(left|default)::\s*$")
 _FIT = re.compile(r"<!--\s*fit\s*-->", re.IGNORECASE)
 _FORMATTER = HtmlFormatter(nowrap=True)
+_SLIDEV_MERMAID = (
+    f"<style>pre.{MERMAID_CLASS} {{ font-family: 'trebuchet ms', verdana, arial, sans-serif; "
+    "font-size: 16px; }</style>"
+)
+"""A diagram of a Slidev slide, in Mermaid's own default font and size, as Slidev draws it."""
 _STYLE_DIRECTIVES = {
     "backgroundColor": "background-color",
     "color": "color",
@@ -223,16 +235,53 @@ def _body(md: MarkdownIt, text: str) -> tuple[str, list[tuple[str, ImageOptions]
     return str(md.renderer.render(tokens, md.options, {})), images
 
 
+def _slidev_slide(
+    md: MarkdownIt, text: str, directives: Mapping[str, Any], notes: list[str], allow_html: bool
+) -> str | None:
+    """A slide of a Slidev deck in Slidev's own layout and slide container (`slidev_layouts`).
+
+    None when the page does not say it is Slidev's, or the vendored layouts are missing.
+    """
+    canvas = directives.get(SLIDEV_DIRECTIVE)
+    if not isinstance(canvas, dict):
+        return None
+    layout = slidev_layout(str(directives.get("layout") or "default")) or slidev_layout("default")
+    if layout is None:
+        return None
+    text = inline_icons(text, allow_html=allow_html, icon_class="slidev-icon")
+    slots = {name: _body(md, part)[0] for name, part in split_slots(text).items()}
+    try:
+        width, height = float(canvas["width"]), float(canvas["height"])
+        scale = float(canvas["scale"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    content = render_layout(layout, slots, directives)
+    dark = " dark" if canvas.get("dark") else ""
+    # Slidev's `bg-main` (white, #121212 when dark) under the canvas too: its scaled edge
+    # may leave a sub-pixel row of the slide showing.
+    background = "#121212" if dark else "#fff"
+    return (
+        f"<!DOCTYPE html><html><head>{_SLIDEV_MERMAID}"
+        f"<style>body {{ background-color: {background} }}</style></head>"
+        f'<body class="dy-slidev{dark}">\n'
+        f"{slidev_page(content, width, height, scale)}\n{_notes_html(notes)}</body></html>\n"
+    )
+
+
 def render_slide(text: str, *, allow_html: bool, extensions: tuple[str, ...]) -> str:
     """The Markdown slide `text` as an HTML document whose body is the slide's content.
 
     The body's classes become the slide's classes; its `<style>` (scoped to the slide by the
-    compiler) carries the colour and background directives.
+    compiler) carries the colour and background directives. A slide of a Slidev deck (its
+    page says so) is laid out by Slidev's own layout instead (`_slidev_slide`).
     """
     md = _parser(allow_html, extensions)
     comments = split_comments(text)
     from_attributes, _ignored = attribute_directives(comments.attributes)
     directives = {**from_attributes, **comments.effective()}
+    slidev = _slidev_slide(md, comments.text, directives, comments.notes, allow_html)
+    if slidev is not None:
+        return slidev
     layout = str(directives.get("layout") or "")
     text = inline_icons(comments.text, allow_html=allow_html)
     halves = _columns(text) if layout == "two-cols" else None

@@ -55,6 +55,9 @@ GLOBAL_DIRECTIVES = frozenset(
 SOURCE_DIRECTIVE = "dySource"
 """Where a slide of a one-file deck starts (`talk.md:42`), written into its page by Deckyard so
 a compile problem of the page can name the line of the file the author wrote."""
+SLIDEV_DIRECTIVE = "dySlidev"
+"""Written by Deckyard into each page of a Slidev deck that Slidev's styles render: the canvas
+(`{"width": 980, "height": 551.25, "scale": 1.96, "dark": true}`); see `slidev_deck.py`."""
 _COMMENT = re.compile(r"^\s*<!--(?P<body>.*?)-->\s*$", re.DOTALL)
 _SLIDE_ATTRS = re.compile(r"^\s*\.slide:\s*(?P<attrs>.*)$", re.DOTALL)
 _ELEMENT_ATTRS = re.compile(r"^\s*\.element:", re.DOTALL)
@@ -126,7 +129,7 @@ def directive_mapping(body: str) -> dict[str, Any] | None:
         return None
     if not isinstance(loaded, dict) or not loaded:
         return None
-    known = LOCAL_DIRECTIVES | GLOBAL_DIRECTIVES | {SOURCE_DIRECTIVE}
+    known = LOCAL_DIRECTIVES | GLOBAL_DIRECTIVES | {SOURCE_DIRECTIVE, SLIDEV_DIRECTIVE}
     for key in loaded:
         if not isinstance(key, str) or key.removeprefix("_") not in known:
             return None

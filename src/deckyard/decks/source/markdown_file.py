@@ -36,6 +36,8 @@ from deckyard.decks.source.markdown_deck import (
     parse_markdown_deck,
 )
 from deckyard.decks.source.marp_deck import marp_pages
+from deckyard.decks.source.slidev_deck import SlidevLook, honoured, slidev_look
+from deckyard.decks.source.slidev_engine import SlidevUnavailable
 from deckyard.decks.source.slidev_imports import ImportReader
 from deckyard.decks.source.theme_names import builtin_name
 from deckyard.decks.source.unclosed import unclosed_blocks
@@ -157,6 +159,25 @@ def _theme(
     return path, css
 
 
+def _slidev(
+    deck: MarkdownDeck,
+    filename: str,
+    size: dict[str, int],
+    limits: DeckLimits,
+    warnings: list[SourceWarning],
+) -> SlidevLook | None:
+    """Slidev's own look for a Slidev deck (`slidev_deck.py`); None for another deck, or
+    when Slidev's packages cannot build it (a warning says why)."""
+    if deck.convention is not Convention.SLIDEV:
+        return None
+    try:
+        return slidev_look(deck, filename, size, timeout=limits.marp_timeout_seconds)
+    except SlidevUnavailable as exc:
+        said = f"Slidev's own styles are not used ({exc}); the slides get Deckyard's theme"
+        warnings.append(SourceWarning(file=filename, line=1, message=said))
+        return None
+
+
 def markdown_theme_files(text: str) -> list[str]:
     """The CSS file a Markdown deck's front matter names as its theme, if any."""
     found = re.search(r"^theme:\s*['\"]?(?:\./)?([\w./-]+\.css)['\"]?\s*$", text, re.MULTILINE)
@@ -198,7 +219,14 @@ def deck_from_markdown(
             SourceWarning(file=w.file or filename, line=w.line, slide=w.slide, message=w.message)
             for w in deck.warnings
         ]
-        path, css = _theme(deck, filename, files, warnings)
+        size = _size(deck, filename, warnings)
+        look = _slidev(deck, filename, size, limits, warnings) if sourced else None
+        if look is not None:
+            warnings = [w for w in warnings if not honoured(w)] + look.warnings
+            style = deck.deck.get("style")
+            css = look.css + (f"\n{style}" if isinstance(style, str) else "")
+        else:
+            path, css = _theme(deck, filename, files, warnings)
         width = max(2, len(str(len(deck.slides))))
         pages = [
             PageSource(
@@ -208,7 +236,6 @@ def deck_from_markdown(
             )
             for s in deck.slides
         ]
-        size = _size(deck, filename, warnings)
     warnings += unclosed_blocks(text, filename)
     lang = deck.deck.get("lang")
     raw: dict[str, Any] = {"title": _title(deck, filename), "slide": size}

@@ -12,6 +12,7 @@ import pytest
 from deckyard.decks.compile.slide_markdown import render_slide
 from deckyard.decks.errors import DeckSourceError
 from deckyard.decks.errors import DeckSourceErrorCode as Code
+from deckyard.decks.source.deck_source import DeckSource
 from deckyard.decks.source.folder import load_deck_folder
 from deckyard.decks.source.limits import DeckLimits
 from deckyard.decks.source.markdown_deck import MarkdownDeckError, parse_markdown_deck
@@ -131,16 +132,20 @@ def test_a_zip_deck_imports_from_its_entries(limits: DeckLimits) -> None:
 
 
 def test_color_schema_dark_picks_the_dark_theme(limits: DeckLimits) -> None:
-    dark = deck_from_markdown("---\ncolorSchema: dark\n---\n# A\n", "talk.md", {}, limits)
+    # Without Slidev's packages (sourced=False, as `deckyard import` reads a deck), the
+    # deck gets Deckyard's built-in themes; rendered, it gets Slidev's own (test_slidev_look).
+    def theme(text: str) -> DeckSource:
+        return deck_from_markdown(text, "talk.md", {}, limits, sourced=False)
+
+    dark = theme("---\ncolorSchema: dark\n---\n# A\n")
     assert dark.theme_css.startswith('@import "dark"')
     assert not any("colorSchema" in w.message for w in dark.warnings)
-    named = "---\ntheme: seriph\ncolorSchema: dark\n---\n# A\n"
-    seriph = deck_from_markdown(named, "talk.md", {}, limits)
+    seriph = theme("---\ntheme: seriph\ncolorSchema: dark\n---\n# A\n")
     assert seriph.theme_css.startswith('@import "dark"')
     assert "Slidev's theme 'seriph' is shown with Deckyard's built-in 'dark' theme" in [
         w.message for w in seriph.warnings
     ]
-    light = deck_from_markdown("---\ncolorSchema: light\n---\n# A\n", "talk.md", {}, limits)
+    light = theme("---\ncolorSchema: light\n---\n# A\n")
     assert light.theme_css.startswith('@import "default"')
 
 

@@ -1,0 +1,72 @@
+"""Builds a Slidev deck's stylesheet with Slidev's own packages, in one Node process.
+
+`scripts/setup` installs `@slidev/client` and `@slidev/theme-default` (with the UnoCSS that
+Slidev 53 uses) into `vendor/js/`; `vendor/js/slidev_styles.cjs` reads the deck's Markdown and
+`fonts` setting as JSON on stdin and answers the CSS Slidev's client loads for those slides:
+UnoCSS with Slidev's `uno.config.ts` over the deck's text, Slidev's and the theme's style
+sheets. The deck's Markdown is only scanned for class names: nothing of the deck runs, and no
+package of the deck is installed. Without Node or the packages, `SlidevUnavailable` says how
+to install them and the caller falls back to Deckyard's own look, with a warning.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Mapping
+from typing import Any
+
+from deckyard.decks.source.marp_engine import VENDOR_JS, node_executable
+
+STYLES_SCRIPT = VENDOR_JS / "slidev_styles.cjs"
+CLIENT_PACKAGE = VENDOR_JS / "node_modules" / "@slidev" / "client" / "package.json"
+THEME_PACKAGE = VENDOR_JS / "node_modules" / "@slidev" / "theme-default" / "package.json"
+INSTALL = "install Node.js and run scripts/setup (npm ci --prefix vendor/js)"
+
+
+class SlidevUnavailable(Exception):
+    """Slidev's styles could not be built; the message says why, for a warning."""
+
+
+def slidev_available() -> bool:
+    """Whether Node and the vendored Slidev packages are installed."""
+    return (
+        node_executable() is not None
+        and CLIENT_PACKAGE.is_file()
+        and THEME_PACKAGE.is_file()
+        and STYLES_SCRIPT.is_file()
+    )
+
+
+def slidev_css(content: list[str], fonts: Mapping[str, Any] | None, *, timeout: float) -> str:
+    """The CSS Slidev gives slides whose text is `content`, with the deck's `fonts` setting.
+
+    Raises `SlidevUnavailable` when Node or the packages are missing, or the build fails.
+    """
+    node = node_executable()
+    if node is None or not slidev_available():
+        missing = "Node.js (node)" if node is None else "the @slidev/client package"
+        raise SlidevUnavailable(f"{missing} is not installed: {INSTALL}")
+    payload = json.dumps({"content": content, "fonts": dict(fonts) if fonts else None})
+    try:
+        done = subprocess.run(
+            [node, str(STYLES_SCRIPT)],
+            input=payload.encode("utf-8"),
+            capture_output=True,
+            timeout=timeout,
+            cwd=VENDOR_JS,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise SlidevUnavailable(f"building its styles took longer than {timeout:g} s") from None
+    except OSError as exc:
+        raise SlidevUnavailable(f"node could not be started ({exc.strerror})") from None
+    try:
+        answer = json.loads(done.stdout.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        last = done.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no output"]
+        raise SlidevUnavailable(f"node exited with {done.returncode}: {last[0]}") from None
+    if not isinstance(answer, dict) or not isinstance(answer.get("css"), str):
+        why = answer.get("error") if isinstance(answer, dict) else None
+        raise SlidevUnavailable(str(why or "an unexpected answer"))
+    return str(answer["css"])

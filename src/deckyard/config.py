@@ -8,11 +8,13 @@ and the defaults below. `Settings.load()` validates everything at startup; a bad
 
 from __future__ import annotations
 
+import json
 import os
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any, Literal, Self
 
-from pydantic import Field, SecretStr, ValidationError, model_validator
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -48,6 +50,8 @@ class Settings(BaseSettings):
         env_prefix=ENV_PREFIX,
         extra="ignore",
         validate_default=True,
+        # fields with an alias (`artifact_store_url`) still take their name as a keyword
+        populate_by_name=True,
     )
 
     # --- storage ---------------------------------------------------------------------------
@@ -94,6 +98,24 @@ class Settings(BaseSettings):
         description="Event loop of `deckyard serve`, `render`, `validate` and the other commands: "
         "`uvloop` (precise timers, less CPU per job), `asyncio` (the standard loop), or `auto` "
         "(uvloop when installed). The renderer process always runs the standard loop.",
+    )
+
+    # --- tracing (docs/tracing.md) ---------------------------------------------------------
+    otel_exporter_otlp_endpoint: str | None = Field(
+        None,
+        description="OpenTelemetry collector (OTLP over HTTP) that gets every process's spans, "
+        "e.g. http://127.0.0.1:4318 (spans go to its /v1/traces); needs the `otlp` extra. "
+        "Unset (and no otel_spans_file): tracing is off.",
+    )
+    otel_spans_file: Path | None = Field(
+        None, description="Append every finished span to this file as a JSON line (debugging)."
+    )
+    otel_service_name: str = Field("deckyard", min_length=1, max_length=200)
+    otel_traces_sample_ratio: float = Field(
+        1.0,
+        ge=0,
+        le=1,
+        description="Share of new traces recorded; a continued trace follows its parent's choice.",
     )
 
     # --- job runtime -----------------------------------------------------------------------
@@ -266,6 +288,20 @@ class Settings(BaseSettings):
         description="A document's base64 `data:` fonts and `<img>` images at least this long are "
         "served to its page from its own origin instead of being parsed out of the HTML.",
     )
+    renderer_drain_timeout_seconds: float = Field(
+        30.0,
+        gt=0,
+        description="A draining renderer (SIGTERM, or POST /v1/renderers/{id}/drain) lets its "
+        "in-flight pages finish for at most this long; what still runs then is handed back "
+        "(RENDER_WORKER_STOPPED, retried elsewhere without counting as an attempt).",
+    )
+    renderer_drain_collect_seconds: float = Field(
+        5.0,
+        ge=0,
+        description="How long a draining renderer waits for the results of the attempts it had "
+        "in flight to be fetched, from each one's end, unless the control plane releases it "
+        "sooner.",
+    )
 
     # --- render control plane --------------------------------------------------------------
     renderer_urls: list[str] = Field(default_factory=list)
@@ -291,7 +327,35 @@ class Settings(BaseSettings):
     )
     render_restart_backoff_seconds: float = Field(1.0, gt=0)
     render_restart_backoff_max_seconds: float = Field(30.0, gt=0)
-    artifact_store_url: str | None = None
+    artifact_store_url: str | None = Field(
+        None,
+        validation_alias=AliasChoices("DECKYARD_ARTIFACT_STORE_URL", "DECKYARD_ARTIFACTS_URL"),
+        description="Where artefacts live: any fsspec URL (`s3://bucket/prefix`, "
+        "`file:///srv/artefacts`); unset: `<data_dir>/artifacts`. Nodes on separate hosts share "
+        "one S3 bucket. `DECKYARD_ARTIFACTS_URL` is accepted as another name.",
+    )
+    artifact_store_endpoint_url: str | None = Field(
+        None,
+        description="An S3-compatible server (`https://s3.example.net`); unset: AWS S3.",
+    )
+    artifact_store_access_key_id: str | None = Field(
+        None, description="S3 access key id; unset: boto's usual chain (AWS_*, instance role)."
+    )
+    artifact_store_secret_access_key: SecretStr | None = None
+    artifact_store_region: str | None = Field(None, description="S3 region (`eu-west-1`).")
+    artifact_store_addressing_style: Literal["auto", "path", "virtual"] = Field(
+        "auto", description="S3 bucket addressing: `path` for most self-hosted servers."
+    )
+    artifact_store_timeout_seconds: float = Field(
+        10.0, gt=0, description="Connect and read timeout of one S3 request."
+    )
+    artifact_store_max_attempts: int = Field(
+        3,
+        ge=1,
+        le=20,
+        description="Tries of one S3 request (with backoff) before the store counts as "
+        "unavailable (API answers 503 ARTIFACT_STORE_UNAVAILABLE).",
+    )
     render_probe_interval_seconds: float = Field(5.0, gt=0)
     render_idle_poll_ceiling_seconds: float = Field(5.0, gt=0)
     render_http_timeout_seconds: float = Field(10.0, gt=0)
@@ -313,6 +377,12 @@ class Settings(BaseSettings):
         "change long-poll open (it wakes the pass the moment an attempt ends): leases and "
         "deadlines only; render_receipt_poll_seconds otherwise. Capped by a sixth of the lease "
         "renewal window (six chances to renew before a lease runs out).",
+    )
+    render_drain_poll_seconds: float = Field(
+        0.5,
+        gt=0,
+        description="Probe cadence while a renderer drains: how soon a node tells it to drain "
+        "and, once none of its attempts holds a slot, releases it to exit.",
     )
 
     # --- tasks and reconciliation ----------------------------------------------------------
@@ -477,6 +547,54 @@ class Settings(BaseSettings):
         "before `SiteService.purge_ended` (the retention sweeper) may delete them.",
     )
 
+    # --- webhooks (docs/webhooks.md) -------------------------------------------------------
+    webhook_allow_private_targets: bool = Field(
+        False,
+        description="Let webhook endpoints be loopback, private or link-local addresses (tests, "
+        "receivers on the same network); off: the SSRF guard of URL renders refuses them.",
+    )
+    webhook_timeout_seconds: float = Field(
+        10.0, gt=0, le=300, description="Longest one delivery attempt may take, answer included."
+    )
+    webhook_max_attempts: int = Field(
+        12, ge=1, le=100, description="Attempts of one delivery before it is given up."
+    )
+    webhook_retry_base_delay_seconds: float = Field(
+        5.0, gt=0, description="Wait after a delivery's first failed attempt; doubles after each."
+    )
+    webhook_retry_max_delay_seconds: float = Field(
+        3600.0, gt=0, description="Longest wait between two attempts of a delivery."
+    )
+    webhook_concurrency: int = Field(
+        4, ge=1, le=1000, description="Deliveries a node sends at once (a worker of their own)."
+    )
+    webhook_max_endpoints_per_workspace: int = Field(20, ge=1, le=10_000)
+    webhook_secret_rotation_grace_seconds: float = Field(
+        24 * 3600.0,
+        ge=0,
+        description="After a secret rotation, deliveries are also signed with the old secret "
+        "for this long (a second `v1=`), so receivers can switch without dropping any; 0: not.",
+    )
+    webhook_relay_interval_seconds: float = Field(
+        1.0, gt=0, description="How often the job relay looks for finished jobs while busy."
+    )
+    webhook_relay_idle_seconds: float = Field(
+        5.0, gt=0, description="Longest pause of the job relay while nothing finishes."
+    )
+    webhook_relay_lag_seconds: float = Field(
+        5.0,
+        gt=0,
+        description="Each relay sweep looks again this far behind the newest finish it saw, "
+        "for jobs that committed late (keep it above the nodes' clock skew).",
+    )
+    webhook_relay_batch_size: int = Field(500, ge=1, le=100_000)
+    webhook_delivery_retention_seconds: float = Field(
+        30 * 24 * 3600.0,
+        gt=0,
+        description="Delivered or given-up deliveries (and their attempts) older than this "
+        "are pruned.",
+    )
+
     # --- AI authoring ----------------------------------------------------------------------
     ai_base_url: str | None = Field(
         None,
@@ -572,6 +690,11 @@ class Settings(BaseSettings):
             "must be at least DECKYARD_JOB_RETRY_BASE_DELAY_SECONDS",
         )
         need(
+            self.webhook_retry_max_delay_seconds >= self.webhook_retry_base_delay_seconds,
+            "webhook_retry_max_delay_seconds",
+            "must be at least DECKYARD_WEBHOOK_RETRY_BASE_DELAY_SECONDS",
+        )
+        need(
             self.write_retry_max_delay_seconds >= self.write_retry_base_delay_seconds,
             "write_retry_max_delay_seconds",
             "must be at least DECKYARD_WRITE_RETRY_BASE_DELAY_SECONDS",
@@ -606,6 +729,18 @@ class Settings(BaseSettings):
             "ai_base_url",
             "must start with http:// or https://",
         )
+        if self.otel_exporter_otlp_endpoint is not None:
+            need(
+                self.otel_exporter_otlp_endpoint.startswith(("http://", "https://")),
+                "otel_exporter_otlp_endpoint",
+                "must start with http:// or https://",
+            )
+            need(
+                _installed("opentelemetry.exporter.otlp.proto.http"),
+                "otel_exporter_otlp_endpoint",
+                "is set but the OTLP exporter is not installed: install deckyard with the "
+                "`otlp` extra (pip install 'deckyard[otlp]')",
+            )
         for size in self.ai_image_sizes:
             need(_is_size(size), "ai_image_sizes", f"{size!r} is not WIDTHxHEIGHT")
         for status, seconds in self.reconciliation_thresholds_seconds.items():
@@ -638,6 +773,18 @@ class Settings(BaseSettings):
         """The SQLite file used when no `database_url` is set."""
         return (self.data_dir / "deckyard.db").resolve()
 
+    def to_env_json(self) -> str:
+        """These settings as JSON that `Settings.load(**json.loads(...))` reads back whole.
+
+        `model_dump_json` writes a `SecretStr` as `**********`: a worker process started from
+        it would call the AI provider and the S3 store with that as the key.
+        """
+        data = self.model_dump(mode="json")
+        for name, value in self:
+            if isinstance(value, SecretStr):
+                data[name] = value.get_secret_value()
+        return json.dumps(data)
+
     @classmethod
     def load(cls, **overrides: Any) -> Settings:
         """Build and validate settings, turning pydantic's errors into readable lines."""
@@ -645,6 +792,13 @@ class Settings(BaseSettings):
             return cls(**overrides)
         except ValidationError as exc:
             raise SettingsError(_readable(exc)) from None
+
+
+def _installed(module: str) -> bool:
+    try:
+        return find_spec(module) is not None
+    except ImportError:  # a parent package is missing
+        return False
 
 
 def _is_size(value: str) -> bool:

@@ -27,6 +27,7 @@ from deckyard.jobs import Runtime
 from deckyard.loop import Loop
 from deckyard.render.control.service import RenderService
 from deckyard.tasks import TaskExecutor
+from deckyard.webhooks import WEBHOOK_QUEUE, WebhookService
 
 log = logging.getLogger(__name__)
 
@@ -80,8 +81,10 @@ class Node:
         )
         self.ai = AiService(self.db, self.runtime, self.decks, settings, clock=clock)
         self.retention = Retention(self.db, self.render.store, settings, clock)
+        self.webhooks = WebhookService(self.db, self.runtime, settings, clock)
         queues = {h.queue for h in self.runtime.handlers.values()}
-        self.runtime.worker(sorted(queues - {DECK_QUEUE, AI_QUEUE}))
+        self.runtime.worker(sorted(queues - {DECK_QUEUE, AI_QUEUE, WEBHOOK_QUEUE}))
+        self.runtime.worker([WEBHOOK_QUEUE], concurrency=settings.webhook_concurrency)
         self.runtime.worker([DECK_QUEUE], concurrency=settings.deck_job_concurrency)
         if self.ai.configured:
             self.runtime.worker([AI_QUEUE], concurrency=settings.ai_job_concurrency)
@@ -97,7 +100,7 @@ class Node:
     @property
     def loop_owners(self) -> list[Runtime | TaskExecutor | RenderService | Component]:
         """Every component that runs loops, in start order (for `/readyz`, metrics, baseline)."""
-        return [self.runtime, self.tasks, self.render, self.retention, *self.extras]
+        return [self.runtime, self.tasks, self.render, self.retention, self.webhooks, *self.extras]
 
     @property
     def loops(self) -> list[Loop]:
@@ -116,6 +119,7 @@ class Node:
         if s.background_loops:
             await self.render.start()
             self.retention.start()
+            self.webhooks.start()
             for extra in self.extras:
                 extra.start()
         self.started = True
@@ -131,6 +135,7 @@ class Node:
         try:
             for extra in reversed(self.extras):
                 await extra.stop()
+            await self.webhooks.stop()
             await self.retention.stop()
             await self.render.stop()
             await self.tasks.stop()

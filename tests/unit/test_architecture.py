@@ -108,6 +108,7 @@ COMPONENTS: dict[str, str] = {
     "artifacts": "artifacts",
     "decks": "decks",
     "ai": "ai",
+    "webhooks": "webhooks",
     "node": "node",
     "api": "api",
     "cli": "cli",
@@ -128,6 +129,7 @@ BELOW_NODE = {
     "artifacts",
     "decks",
     "ai",
+    "webhooks",
 }
 # What each component may import besides itself and BASE.
 ALLOWED: dict[str, set[str]] = {
@@ -138,16 +140,28 @@ ALLOWED: dict[str, set[str]] = {
     # A Loop waits on a `db.Subscription` (wakeups) and labels its SQL through `db.current_loop`.
     "loop": {"db"},
     # The migrations read every package's table definitions.
-    "migrations": {"db", "jobs", "tasks", "render.control", "decks", "ai", "api"},
+    "migrations": {"db", "jobs", "tasks", "render.control", "decks", "ai", "api", "webhooks"},
     "jobs": {"db", "loop"},
-    "tasks": {"jobs", "db", "loop"},
+    "tasks": {"jobs", "db", "loop", "webhooks"},
+    # Webhooks sit between the job runtime and its users: tasks and decks announce their events
+    # in their own transactions; deliveries pass the renderer's SSRF guard.
+    "webhooks": {"jobs", "db", "loop", "renderer", "render.protocol"},
     "render.protocol": set(),
     # Process hygiene (subreaper, kill by tag) that the renderer and its supervisor share.
     "render.processes": set(),
     "render.control": {"jobs", "db", "loop", "render.protocol", "render.processes", "artifacts"},
     "renderer": {"render.protocol", "render.processes"},
     "artifacts": set(),
-    "decks": {"jobs", "tasks", "render.control", "render.protocol", "artifacts", "db", "loop"},
+    "decks": {
+        "jobs",
+        "tasks",
+        "render.control",
+        "render.protocol",
+        "artifacts",
+        "db",
+        "loop",
+        "webhooks",
+    },
     "ai": {"decks", "jobs", "db", "loop"},
     "node": BELOW_NODE,
     "api": BELOW_NODE | {"node"},
@@ -160,7 +174,7 @@ KNOWN_EXCEPTIONS: set[tuple[str, str]] = set()
 
 # Packages whose table definitions (`<pkg>.schema`) only their store modules (`<pkg>.store`,
 # `<pkg>.store_*`) and the migrations import.
-STORE_PACKAGES = ("jobs", "tasks", "render.control", "decks", "ai")
+STORE_PACKAGES = ("jobs", "tasks", "render.control", "decks", "ai", "webhooks")
 
 
 @dataclass(frozen=True)

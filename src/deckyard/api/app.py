@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from deckyard import __version__
+from deckyard import __version__, tracing
 from deckyard.api.agents import router as agents_router
 from deckyard.api.ai import ai_metrics
 from deckyard.api.ai import router as ai_router
@@ -41,7 +41,9 @@ from deckyard.api.sites import router as sites_router
 from deckyard.api.storage import router as storage_router
 from deckyard.api.tasks import router as tasks_router
 from deckyard.api.tokens import router as tokens_router
+from deckyard.api.tracing import TracingMiddleware
 from deckyard.api.validate import router as validate_router
+from deckyard.api.webhooks import router as webhooks_router
 from deckyard.config import SETTINGS_ENV, Settings
 from deckyard.node import Node
 
@@ -65,6 +67,7 @@ def create_app(settings: Settings, *, node: Node | None = None) -> FastAPI:
         app.state.render = n.render
         app.state.decks = n.decks
         app.state.ai = n.ai
+        app.state.webhooks = n.webhooks
         app.state.loop_owners = n.loop_owners
         app.state.metric_sources = [ai_metrics(n.ai), render_metrics(n.render)]
         async with n:
@@ -85,6 +88,7 @@ def create_app(settings: Settings, *, node: Node | None = None) -> FastAPI:
     app.add_middleware(BodyLimitMiddleware, max_body_size=settings.api_max_body_bytes)
     app.add_middleware(HeadMiddleware)
     app.add_middleware(ContentHeadersMiddleware)
+    app.add_middleware(TracingMiddleware)  # outermost: its span covers the others
     app.include_router(health_router)
     app.include_router(metrics_router)
     app.include_router(jobs_router)
@@ -102,6 +106,7 @@ def create_app(settings: Settings, *, node: Node | None = None) -> FastAPI:
     app.include_router(validate_router)
     app.include_router(ai_router)
     app.include_router(agents_router)
+    app.include_router(webhooks_router)
     app.include_router(dashboard_router)
     app.include_router(dashboard_decks_router)
     install_openapi(app)
@@ -115,6 +120,6 @@ def create_app_from_env() -> FastAPI:
     every worker gets the command line's flags, not only the environment's.
     """
     given = os.environ.get(SETTINGS_ENV)
-    if given:
-        return create_app(Settings.load(**json.loads(given)))
-    return create_app(Settings.load())
+    settings = Settings.load(**json.loads(given)) if given else Settings.load()
+    tracing.configure(settings, "api")  # a worker process's start
+    return create_app(settings)

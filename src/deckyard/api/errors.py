@@ -15,6 +15,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from deckyard.artifacts import ArtifactStoreUnavailable
 from deckyard.db import is_connection_lost, is_storage_full
 
 log = logging.getLogger(__name__)
@@ -27,6 +28,8 @@ HTTP_CODES = {
     503: "DATABASE_UNAVAILABLE",
     507: "STORAGE_FULL",
 }
+ARTIFACT_STORE_UNAVAILABLE = "ARTIFACT_STORE_UNAVAILABLE"
+"""503: the artefact store (S3) could not be reached; also with `Retry-After`."""
 RETRY_AFTER_SECONDS = "1"
 
 
@@ -61,7 +64,8 @@ class StorageEpisode:
 
 
 def infrastructure_answer(request: Request, exc: BaseException) -> JSONResponse | None:
-    """507 for a full disk, 503 with Retry-After for a lost database connection, else None."""
+    """507 for a full disk, 503 with Retry-After for a lost database connection or an artefact
+    store that cannot be reached, else None."""
     if is_storage_full(exc):
         episode: StorageEpisode = request.app.state.storage_episode
         episode.report(exc)
@@ -73,6 +77,15 @@ def infrastructure_answer(request: Request, exc: BaseException) -> JSONResponse 
         message = "the database connection was lost; retry the request"
         return JSONResponse(
             error_body(HTTP_CODES[503], message),
+            status_code=503,
+            headers={"Retry-After": RETRY_AFTER_SECONDS},
+        )
+    if isinstance(exc, ArtifactStoreUnavailable):
+        where = f"{request.method} {request.url.path}"
+        log.warning("%s: artefact store unavailable, answered 503: %s", where, first_line(exc))
+        message = "the artefact store could not be reached; retry the request"
+        return JSONResponse(
+            error_body(ARTIFACT_STORE_UNAVAILABLE, message),
             status_code=503,
             headers={"Retry-After": RETRY_AFTER_SECONDS},
         )
@@ -294,6 +307,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(DBAPIError)
     @app.exception_handler(OSError)
+    @app.exception_handler(ArtifactStoreUnavailable)
     async def infrastructure(request: Request, exc: Exception) -> JSONResponse:
         answer = infrastructure_answer(request, exc)
         if answer is None:

@@ -41,7 +41,9 @@ DESCRIPTIONS = {
     422: "`INVALID_INPUT` (or a more precise code): a parameter or the body is refused; "
     "`field` names it (`body` for a body that is not UTF-8 or not JSON).",
     500: "`INTERNAL_ERROR`: a bug; the server log has the details.",
-    503: "`DATABASE_UNAVAILABLE`: the database connection was lost; retry after `Retry-After`.",
+    503: "`DATABASE_UNAVAILABLE`: the database connection was lost, or "
+    "`ARTIFACT_STORE_UNAVAILABLE`: the artefact store (S3) could not be reached; nothing was "
+    "half-written, retry after `Retry-After`.",
     507: "`STORAGE_FULL`: the server's storage is full; nothing was stored.",
 }
 

@@ -16,23 +16,9 @@ from deckyard.config import Settings
 from deckyard.decks.source.deck_source import DeckSource
 from deckyard.decks.source.importer import FetchRefused
 from deckyard.decks.source.remote import AsyncFetch, fetch_remote_assets
-from deckyard.render.renderer.ssrf import UrlGuard
+from deckyard.render.renderer.ssrf import UrlGuard, pinned_request
 
 MAX_REDIRECTS = 5
-
-
-def pinned_request(client: httpx.AsyncClient, url: str, address: str) -> httpx.Request:
-    """A GET of `url` that connects to `address`, the one the guard checked, not to whatever
-    the host resolves to a moment later (DNS rebinding): the URL names the address, `Host`
-    the original host, and TLS sends and verifies the original name (httpcore's SNI name)."""
-    parts = httpx.URL(url)
-    extensions = {"sni_hostname": parts.host} if parts.scheme == "https" else {}
-    return client.build_request(
-        "GET",
-        parts.copy_with(host=address.split("%", 1)[0]),
-        headers={"host": parts.netloc.decode("ascii")},
-        extensions=extensions,
-    )
 
 
 async def _body(response: httpx.Response, limit: int) -> bytes:

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Annotated, Any
+from datetime import datetime
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client.core import CounterMetricFamily, Metric
+from pydantic import BaseModel, Field
 
-from deckyard.api.auth import Principal, current_principal
+from deckyard.api.auth import Principal, TokenRole, current_principal
 from deckyard.api.errors import ApiError
 from deckyard.api.jobs import JobOut, owned_job
 from deckyard.api.params import RowId
+from deckyard.render.control.models import RendererState
 from deckyard.render.control.service import RenderQueueFull, RenderService, ScreenshotSpec
 
 router = APIRouter(tags=["render"])
@@ -97,7 +100,56 @@ async def job_artifact(request: Request, principal: Caller, job_id: RowId) -> Re
     return Response(data, media_type=content_type, headers=headers)
 
 
-@router.get("/v1/renderers")
-async def list_renderers(request: Request, principal: Caller) -> list[dict[str, Any]]:
-    """Renderers with their slots, occupancy, epoch and state."""
-    return await render_service(request).renderers()
+class RendererOut(BaseModel):
+    """A renderer as the control plane last saw it."""
+
+    id: int = Field(description="The id `POST /v1/renderers/{id}/drain` takes.")
+    name: str
+    url: str
+    renderer_id: str | None
+    epoch: str | None = Field(description="Changes with every start of the renderer process.")
+    slots: int
+    occupancy: int = Field(description="Slots its attempts hold now.")
+    state: RendererState = Field(
+        description="`up`: takes attempts. `down`: did not answer its last probe. `draining`: "
+        "takes no new attempts while its in-flight ones finish (SIGTERM, or a drain through "
+        "this API), then exits. `drained`: a draining renderer that stopped answering; its "
+        "replacement (a new epoch under the same name) is `up` again."
+    )
+    draining_since: datetime | None = Field(
+        description="When the drain of its current epoch began; null unless draining or drained."
+    )
+    error: str | None
+    updated_at: datetime
+
+
+@router.get("/v1/renderers", response_model=list[RendererOut])
+async def list_renderers(request: Request, principal: Caller) -> list[RendererOut]:
+    """Renderers with their slots, occupancy, epoch, state and drain."""
+    return [RendererOut(**r) for r in await render_service(request).renderers()]
+
+
+@router.post(
+    "/v1/renderers/{renderer_id}/drain",
+    status_code=202,
+    response_model=RendererOut,
+    responses={
+        403: {"description": "`ROLE_FORBIDDEN`: draining a renderer needs an admin token."},
+        404: {"description": "`NOT_FOUND`: no renderer has that id."},
+    },
+)
+async def drain_renderer(request: Request, principal: Caller, renderer_id: RowId) -> RendererOut:
+    """Drain a renderer: no node admits new attempts to it from now on; its in-flight pages
+    finish (within the renderer's `renderer_drain_timeout_seconds`; what still runs then is
+    retried elsewhere without counting as an attempt), then it exits, and a supervised one is
+    replaced at once (a rolling restart). Asking again changes nothing; the answer is the
+    renderer, `draining` (or `drained` when it was down)."""
+    if principal.role is not TokenRole.ADMIN:
+        raise ApiError(
+            403, "ROLE_FORBIDDEN", f"draining a renderer needs an admin token, not {principal.role}"
+        )
+    service = render_service(request)
+    if await service.coordinator.drain(renderer_id) is None:
+        raise ApiError(404, "NOT_FOUND", f"no renderer {renderer_id}")
+    found = [r for r in await service.renderers() if r["id"] == renderer_id]
+    return RendererOut(**found[0])

@@ -51,7 +51,7 @@ def run_server(settings: Settings) -> None:
                 # them these settings (command-line flags included) whole.
                 from deckyard.config import SETTINGS_ENV
 
-                os.environ[SETTINGS_ENV] = settings.model_dump_json()
+                os.environ[SETTINGS_ENV] = settings.to_env_json()
                 uvicorn.run(
                     "deckyard.api.app:create_app_from_env",
                     factory=True,
@@ -62,8 +62,10 @@ def run_server(settings: Settings) -> None:
                     loop=resolve(settings.event_loop),
                 )
             else:
+                from deckyard import tracing
                 from deckyard.api.app import create_app
 
+                tracing.configure(settings, "api")
                 uvicorn.run(
                     create_app(settings),
                     host=settings.host,

@@ -105,7 +105,9 @@ class DeckService:
             DeckJobKind.DECK_STYLE: DeckStyleJob(db, clock, self.validator).run,
             DeckJobKind.DECK_BUILD: self.deck_jobs.build,
             DeckJobKind.DECK_EXPORT: self.deck_jobs.export,
-            DeckJobKind.SITE_GO_LIVE: SiteJobs(db, settings, render.store, clock).go_live,
+            DeckJobKind.SITE_GO_LIVE: SiteJobs(
+                db, settings, render.store, clock, runtime=runtime
+            ).go_live,
             DeckJobKind.DECK_VALIDATE: self.deck_pages.validate,
             DeckJobKind.DECK_SCREENSHOTS: self.deck_pages.screenshots,
         }

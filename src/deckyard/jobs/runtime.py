@@ -45,6 +45,7 @@ from deckyard.jobs.store_admin import (
     jobs_cancel,
     jobs_count,
     jobs_depth,
+    jobs_finished_after,
     jobs_prune,
 )
 from deckyard.jobs.waiters import EventFollowers, terminal_waiters
@@ -368,6 +369,24 @@ class Runtime:
         """(queue, status, count) over every job, finished ones included, for metrics."""
         async with self.db.read_connection() as conn:
             return await jobs_count(conn)
+
+    async def finished_after(
+        self,
+        after: tuple[datetime, int],
+        workspace_ids: Sequence[str],
+        *,
+        exclude_queues: Sequence[str] = (),
+        limit: int = 500,
+    ) -> list[Job]:
+        """Jobs of these workspaces that ended after `after` (finished_at, id), oldest first.
+
+        For followers of job ends outside the runtime (the webhook relay); payload and result
+        are not read (None).
+        """
+        async with self.db.read_connection() as conn:
+            return await jobs_finished_after(
+                conn, after, workspace_ids, exclude_queues=exclude_queues, limit=limit
+            )
 
     async def active_count(
         self, kind: str, workspace_id: str, *, conn: AsyncConnection | None = None

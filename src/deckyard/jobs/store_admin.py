@@ -63,6 +63,38 @@ async def job_list(
     return [Job.from_row(r) for r in (await conn.execute(stmt)).all()]
 
 
+_FINISH_COLUMNS = tuple(c for c in JOB_COLUMNS if c.name not in ("payload", "result"))
+
+
+async def jobs_finished_after(
+    conn: AsyncConnection,
+    after: tuple[datetime, int],
+    workspace_ids: Sequence[str],
+    *,
+    exclude_queues: Sequence[str],
+    limit: int,
+) -> list[Job]:
+    """Ended jobs of these workspaces past `after` (finished_at, id), oldest first (read only).
+
+    Payload and result are not read (None). Uses `ix_jobs_status_finished`.
+    """
+    at, job_id = after
+    stmt = (
+        select(*_FINISH_COLUMNS)
+        .where(
+            jobs.c.status.in_(TERMINAL),
+            jobs.c.finished_at >= at,
+            or_(jobs.c.finished_at > at, jobs.c.id > job_id),
+            jobs.c.workspace_id.in_(list(workspace_ids)),
+            jobs.c.queue.not_in(list(exclude_queues)),
+        )
+        .order_by(jobs.c.finished_at, jobs.c.id)
+        .limit(limit)
+    )
+    rows = (await conn.execute(stmt)).all()
+    return [Job.from_row(r, payload=None, result=None) for r in rows]
+
+
 async def jobs_depth(conn: AsyncConnection) -> dict[str, dict[str, int]]:
     """Active job counts per queue and status (read only)."""
     rows = await conn.execute(

@@ -32,6 +32,7 @@ from typing import Any, Literal, Protocol
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from deckyard import tracing
 from deckyard.clock import Clock
 from deckyard.config import Settings
 from deckyard.db import Database
@@ -477,7 +478,7 @@ class Worker:
         scope = asyncio.timeout(timeout)
         try:
             async with scope:
-                with acting_as(job.actor_token_id):
+                with acting_as(job.actor_token_id), tracing.job_span(job):
                     result = await handler.fn(ctx)
         except TimeoutError:
             if not scope.expired():

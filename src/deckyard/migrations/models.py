@@ -11,6 +11,7 @@ from deckyard.decks import schema as decks_schema
 from deckyard.jobs import schema as jobs_schema
 from deckyard.render.control import schema as render_schema
 from deckyard.tasks import schema as tasks_schema
+from deckyard.webhooks import schema as webhooks_schema
 
 __all__ = [
     "ai_schema",
@@ -20,4 +21,5 @@ __all__ = [
     "metadata",
     "render_schema",
     "tasks_schema",
+    "webhooks_schema",
 ]

@@ -24,6 +24,7 @@ import threading
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -51,6 +52,7 @@ from deckyard.tasks.store import (
     tasks_lease_release,
     tasks_orphaned,
 )
+from deckyard.webhooks import announce, task_finished
 
 log = logging.getLogger(__name__)
 
@@ -375,6 +377,7 @@ class TaskExecutor:
                 return []
             await task_finish(conn, task_id, TaskStatus.CANCELLED, now)
             await self._event(conn, task_id, "cancelled", None)
+            await self._announce(conn, task_id, now)
             return [i for ids in (row["state"] or {}).get("jobs", {}).values() for i in ids]
 
         for job_id in await self.db.write(cancel):
@@ -393,8 +396,15 @@ class TaskExecutor:
         async def finish(conn: AsyncConnection) -> None:
             if await task_finish(conn, task_id, status, now, **values):
                 await self._event(conn, task_id, status.value, values.get("error_code"))
+                await self._announce(conn, task_id, now)
 
         await self.db.write(finish)
+
+    async def _announce(self, conn: AsyncConnection, task_id: int, now: datetime) -> None:
+        """Announce `task.finished` to webhooks in the finishing transaction."""
+        row = await task_get(conn, task_id)
+        if row is not None:
+            await announce(self.runtime, conn, task_finished(row, now))
 
     async def _claim(self, task_id: int) -> bool:
         lease = self.settings.task_lease_seconds

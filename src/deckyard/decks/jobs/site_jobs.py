@@ -33,7 +33,8 @@ from deckyard.decks.store_sites import (
     publication_stage,
     site_go_live,
 )
-from deckyard.jobs import JobContext
+from deckyard.jobs import JobContext, Runtime
+from deckyard.webhooks import announce, publication_live
 
 
 def store_prefix(workspace_id: str, deck_id: int, task_id: int) -> str:
@@ -45,12 +46,20 @@ class SiteJobs:
     """Handler of `site.go_live`."""
 
     def __init__(
-        self, db: Database, settings: Settings, store: ArtifactStore, clock: Clock
+        self,
+        db: Database,
+        settings: Settings,
+        store: ArtifactStore,
+        clock: Clock,
+        *,
+        runtime: Runtime | None = None,
     ) -> None:
         self.db = db
         self.settings = settings
         self.store = store
         self.clock = clock
+        self.runtime = runtime
+        """Announces `publication.live` to webhooks when given (every node gives it)."""
 
     async def go_live(self, ctx: JobContext) -> dict[str, Any]:
         """Store the built site as a publication and make it the deck's live site."""
@@ -98,7 +107,20 @@ class SiteJobs:
         fresh = await publication_get(conn, publication_id)
         if fresh is None:
             return False
-        return (await site_go_live(self.db, conn, fresh, self.clock.now())).live
+        now = self.clock.now()
+        switch = await site_go_live(self.db, conn, fresh, now)
+        if switch.live and self.runtime is not None:
+            event = publication_live(
+                fresh.workspace_id,
+                fresh.id,
+                fresh.deck_id,
+                visibility=fresh.visibility,
+                site_version=fresh.site_version,
+                replaced=switch.previous,
+                now=now,
+            )
+            await announce(self.runtime, conn, event)
+        return switch.live
 
     def _verified_files(self, data: bytes) -> dict[str, bytes]:
         """The site's files after a safe extraction checked them against the manifest."""

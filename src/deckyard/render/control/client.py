@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 from pydantic import ValidationError
 
+from deckyard import tracing
 from deckyard.clock import SYSTEM_CLOCK, Clock
 from deckyard.render.protocol import (
     ARTIFACT_SHA256_HEADER,
@@ -97,6 +98,13 @@ class Rejection:
         return is_retryable(self.code)
 
 
+class RendererStatus(Capabilities):
+    """`GET /v1/capabilities` with `draining` (sent beside the capabilities since renderers
+    drain; absent, from an older renderer: not draining)."""
+
+    draining: bool = False
+
+
 class ArtifactMismatch(Exception):
     """The downloaded bytes do not match the size or sha256 the renderer promised."""
 
@@ -137,21 +145,29 @@ class RendererClient:
     async def _call(
         self, url: str, secret: str, method: str, path: str, **kwargs: Any
     ) -> httpx.Response | None:
+        headers: dict[str, str] = {}
+        tracing.inject(headers)  # the far side's spans join the current trace
         try:
-            return await self._client(url, secret).request(method, path, **kwargs)
+            return await self._client(url, secret).request(method, path, headers=headers, **kwargs)
         except httpx.HTTPError as exc:
             log.info("renderer %s unreachable on %s %s: %s", url, method, path, exc)
             return None
 
-    async def capabilities(self, url: str, secret: str) -> Capabilities | None:
-        """Who the renderer is now (epoch, slots), or None when it does not answer."""
+    async def capabilities(self, url: str, secret: str) -> RendererStatus | None:
+        """Who the renderer is now (epoch, slots, draining), or None when it does not answer."""
         resp = await self._call(url, secret, "GET", "/v1/capabilities")
         if resp is None or resp.status_code != 200:
             return None
         try:
-            return Capabilities.model_validate_json(resp.content)
+            return RendererStatus.model_validate_json(resp.content)
         except ValidationError:
             return None
+
+    async def drain(self, url: str, secret: str, *, release: bool = False) -> bool:
+        """Tell the renderer to drain (`release`: nothing of ours holds a slot there, so it
+        may exit now); False when it did not take it."""
+        resp = await self._call(url, secret, "POST", "/v1/drain", json={"release": release})
+        return resp is not None and resp.status_code == 200
 
     async def submit(
         self, url: str, secret: str, body: dict[str, Any], *, deck: bool = False
@@ -160,6 +176,7 @@ class RendererClient:
         None when unreachable."""
         path = "/v1/deck-attempts" if deck else "/v1/attempts"
         resp = await self._call(url, secret, "POST", path, json=body)
+        tracing.annotate({tracing.ANSWER_STATUS: None if resp is None else resp.status_code})
         if resp is None:
             return None
         if resp.status_code in (200, 202):

@@ -5,6 +5,8 @@ channel (`models.WAKE_*`) so that a state change wakes only the loop it gives wo
 
 - `render.probe` asks every renderer for its capabilities over HTTP and writes a renderer row only
   when something about it changed (a new epoch also reconciles that renderer's attempts at once);
+  while a renderer drains it comes back every `render_drain_poll_seconds` to release it once
+  none of its attempts holds a slot (`drain.py`);
 - `render.dispatch` wakes on new, requeued or cancelled requests and on freed slots, admits
   due ones under the admission lock and posts them to their renderers;
 - `render.receipts` polls live attempts in batches, renews leases from real receipts, stops
@@ -35,6 +37,7 @@ from typing import Any
 import httpx
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from deckyard import tracing
 from deckyard.artifacts import ArtifactStore
 from deckyard.clock import Clock
 from deckyard.config import Settings
@@ -46,6 +49,7 @@ from deckyard.render.control.client import (
     RendererSource,
     RendererSources,
 )
+from deckyard.render.control.drain import Draining, drive_drains, probed
 from deckyard.render.control.inputs import DocumentsHeld, document_keys, documents_by_value
 from deckyard.render.control.models import (
     WAKE_ATTEMPTS,
@@ -70,6 +74,7 @@ from deckyard.render.control.store import (
     lease_next_expiry,
     occupancy_snapshot,
     renderer_differs,
+    renderer_drain,
     renderer_list,
     renderer_upsert_if_changed,
     request_admit,
@@ -154,14 +159,7 @@ async def admit_due(
     if not due:
         return []
     occ = await occupancy_snapshot(conn)
-    renderers = [
-        w
-        for w in await renderer_list(conn)
-        if w.state is RendererState.UP
-        and w.epoch is not None
-        and w.slots > 0
-        and w.name in reachable
-    ]
+    renderers = [w for w in await renderer_list(conn) if w.admits and w.name in reachable]
     cap = workspace_slot_cap(settings, renderers)
     admitted: list[Admitted] = []
     for request in due:
@@ -382,38 +380,46 @@ class Coordinator:
     # --- probe --------------------------------------------------------------------------------
 
     async def probe_once(self) -> Tick:
-        """Probe every renderer over HTTP; write its row only when something changed."""
+        """Probe every renderer over HTTP; write its row only when something changed; tell
+        draining ones to drain and release them once nothing of ours is left there."""
         async with self.db.read_connection() as conn:
             known = {w.name: w for w in await renderer_list(conn)}
         self.renderer_names.update({w.id: w.name for w in known.values()})
         wrote = False
+        draining: list[Draining] = []
         for source in self.sources.all():
-            caps = await self.client.capabilities(source.url, source.secret)
-            if caps is None:
-                seen = RendererSeen(
-                    source.name, source.url, RendererState.DOWN, error="unreachable"
-                )
-            else:
-                seen = RendererSeen(
-                    source.name,
-                    source.url,
-                    RendererState.UP,
-                    renderer_id=caps.renderer_id,
-                    epoch=caps.epoch,
-                    slots=caps.slots,
-                )
+            status = await self.client.capabilities(source.url, source.secret)
             before = known.get(source.name)
+            seen = probed(source, before, status, self.clock.now())
             self._check_name_clash(before, seen)
-            if not renderer_differs(before, seen):
-                continue
-            try:
-                await self._record_renderer(before, seen)
-            except RendererChangedConcurrently:
-                self.probe_loop.poke()
-            wrote = True
+            row = before
+            if renderer_differs(before, seen):
+                try:
+                    row = await self._record_renderer(before, seen)
+                except RendererChangedConcurrently:
+                    self.probe_loop.poke()
+                    row = None
+                wrote = True
+            if row is not None and status is not None and row.state is RendererState.DRAINING:
+                draining.append(Draining(source, row, status))
+        if draining:
+            await drive_drains(self.db, self.client, draining)
         if wrote:
             self.dispatch_loop.poke()
-        return Tick(due_in=self.settings.render_probe_interval_seconds)
+        s = self.settings
+        if draining:
+            return Tick(due_in=min(s.render_drain_poll_seconds, s.render_probe_interval_seconds))
+        return Tick(due_in=s.render_probe_interval_seconds)
+
+    async def drain(self, renderer_row_id: int) -> Renderer | None:
+        """Mark a renderer draining for every node (again: no change); None when there is no
+        such renderer. The probe of a node that reaches it then tells the renderer."""
+        async with self.db.write_transaction() as conn:
+            await self.db.acquire_admission_lock(conn)
+            renderer = await renderer_drain(conn, renderer_row_id, self.clock.now())
+        if renderer is not None:
+            self.probe_loop.poke()
+        return renderer
 
     def _check_name_clash(self, before: Renderer | None, seen: RendererSeen) -> None:
         """Log an error when a renderer name comes back to an epoch it had left.
@@ -435,9 +441,14 @@ class Coordinator:
             )
         past.add(seen.epoch)
 
-    async def _record_renderer(self, before: Any, seen: RendererSeen) -> None:
+    async def _record_renderer(self, before: Renderer | None, seen: RendererSeen) -> Renderer:
         now = self.clock.now()
         async with self.db.write_transaction() as conn:
+            if seen.draining_since is not None and (
+                before is None or before.draining_since is None
+            ):
+                # a drain the renderer reported (SIGTERM): ordered with admissions, as on the API
+                await self.db.acquire_admission_lock(conn)
             renderer = await renderer_upsert_if_changed(conn, before, seen, now)
             if seen.epoch is not None and (before is None or before.epoch != seen.epoch):
                 lost = await attempts_reconcile_epoch(
@@ -447,6 +458,7 @@ class Coordinator:
                     seen.epoch,
                     now,
                     self.settings.render_retry_after_seconds,
+                    refund=before is not None and before.draining_since is not None,
                 )
                 self.epoch_reconciled += len(lost)
                 if lost:
@@ -458,6 +470,7 @@ class Coordinator:
                     )
         self.renderer_names[renderer.id] = renderer.name
         log.info("renderer %s is %s (epoch %s)", seen.name, seen.state, renderer.epoch)
+        return renderer
 
     # --- dispatch -----------------------------------------------------------------------------
 
@@ -475,7 +488,8 @@ class Coordinator:
         async with self.db.write_transaction() as conn:
             admitted = await admit_due(self.db, conn, self.settings, now, self.sources.names())
         for item in admitted:
-            await self._dispatch(item)
+            with tracing.attempt_span(item):
+                await self._dispatch(item)
         if admitted:
             self.receipt_loop.poke()
             self.recovery_loop.poke()
@@ -496,7 +510,7 @@ class Coordinator:
             return False
         names = self.sources.names()
         for w in renderers:
-            usable = w.state is RendererState.UP and w.epoch is not None and w.name in names
+            usable = w.admits and w.name in names
             if usable and len(occ.taken.get((w.id, w.epoch or ""), ())) < w.slots:
                 return True
         return False
@@ -521,7 +535,7 @@ class Coordinator:
             body = deck_body(item, self.clock.now())
         else:
             body = {
-                **item.request.input,
+                **tracing.unstamped(item.request.input),
                 "attempt_id": item.attempt.attempt_key,
                 "timeout_seconds": item.attempt.timeout_seconds,
                 "tenant": item.request.workspace_id,
@@ -546,6 +560,8 @@ class Coordinator:
         if answer is None or not isinstance(answer, Rejection):
             return
         busy = answer.code == RenderErrorCode.NO_FREE_SLOT.value
+        if busy:  # the row is behind (its slots are busy elsewhere, or it began draining)
+            self.probe_loop.poke()
         async with self.db.write_transaction() as conn:
             await attempt_end(
                 self.db,

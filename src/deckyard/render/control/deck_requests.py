@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from deckyard import tracing
 from deckyard.clock import Clock
 from deckyard.config import Settings
 from deckyard.db import Database
@@ -133,7 +134,7 @@ class DeckRenders:
         new = NewRequest(
             kind=DECK_KIND,
             workspace_id=workspace,
-            input=render_input,
+            input=tracing.stamped(render_input),
             input_hash=digest,
             max_attempts=s.render_max_attempts,
             deadline_at=deadline,
@@ -161,7 +162,12 @@ class DeckRenders:
         within a receipt pass), holding no worker slot meanwhile (`JobContext.slot_released`);
         a wait that outlives the deadline by a lease cancels it.
         """
+        with tracing.request_span(DECK_KIND, ctx.id):
+            return await self._render(ctx, specs)
+
+    async def _render(self, ctx: JobContext, specs: list[ScreenshotSpec]) -> list[PageRender]:
         request = await self.open(ctx, specs)
+        tracing.note_request(request)
         await ctx.emit(RENDER_REQUEST_EVENT, {"request_id": request.id, "pages": len(specs)})
         grace = self.settings.render_lease_seconds + self.settings.render_idle_poll_ceiling_seconds
         timeout = (request.deadline_at - self.clock.now()).total_seconds() + grace
@@ -178,6 +184,7 @@ class DeckRenders:
             async with self.db.write_transaction() as conn:
                 await request_cancel_for_jobs(self.db, conn, [ctx.id], self.clock.now())
             done, timed_out = await self._current(request.id), True
+        tracing.note_request(done)
         if done.status is RequestStatus.CANCELLED and not timed_out:
             await self._observe_quietly(ctx.id)
             raise JobError(

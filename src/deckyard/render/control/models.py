@@ -18,10 +18,18 @@ from deckyard.render.protocol import WaitRules, document_key
 
 
 class RendererState(StrEnum):
-    """Whether a renderer answered its last probe."""
+    """Whether a renderer answered its last probe, and whether it is draining.
+
+    `draining`: it answers but takes no new attempts (SIGTERM, or `POST
+    /v1/renderers/{id}/drain`) while its in-flight ones finish; `drained`: a draining renderer
+    that stopped answering, as it does once its drain is over. A new epoch under the same name
+    (its replacement) is `up` again.
+    """
 
     UP = "up"
     DOWN = "down"
+    DRAINING = "draining"
+    DRAINED = "drained"
 
 
 RequestStatus = Lifecycle
@@ -177,6 +185,8 @@ class Renderer:
     error: str | None
     created_at: datetime
     updated_at: datetime
+    draining_since: datetime | None = None
+    """When a drain of its current epoch began; None while it is not draining."""
 
     @classmethod
     def from_row(cls, row: Row[Any]) -> Renderer:
@@ -184,6 +194,16 @@ class Renderer:
         values = row._asdict()
         values["state"] = RendererState(values["state"])
         return cls(**values)
+
+    @property
+    def admits(self) -> bool:
+        """Whether new attempts may be admitted to it: up, not draining, with a known epoch."""
+        return (
+            self.state is RendererState.UP
+            and self.draining_since is None
+            and self.epoch is not None
+            and self.slots > 0
+        )
 
 
 @dataclass(frozen=True)

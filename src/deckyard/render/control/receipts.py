@@ -31,6 +31,7 @@ from typing import Any
 
 import httpx
 
+from deckyard import tracing
 from deckyard.artifacts import ArtifactStore
 from deckyard.clock import Clock
 from deckyard.config import Settings
@@ -578,8 +579,10 @@ class ReceiptPoller:
             return
         expected = self._expected.get(key)
         captures = expected[1] if expected is not None else None
+        commit = self.committer.fetch_and_commit
+        work = functools.partial(commit, attempt, receipt, source, inline, captures)
         task = asyncio.create_task(
-            self.committer.fetch_and_commit(attempt, receipt, source, inline, captures),
+            tracing.result_span(attempt, source.name, work),
             name=f"render-result:{attempt.attempt_key}",
         )
         self._fetching[key] = task
@@ -602,8 +605,9 @@ class ReceiptPoller:
                 self._resync[key] = (attempt, receipt, source)
             return
         decided = self._decided.setdefault(key, set())
+        work = functools.partial(self.decks.sync, attempt, receipt, source, decided)
         task = asyncio.create_task(
-            self.decks.sync(attempt, receipt, source, decided), name=f"render-deck:{key}"
+            tracing.result_span(attempt, source.name, work), name=f"render-deck:{key}"
         )
         self._syncing[key] = task
         task.add_done_callback(functools.partial(self._synced, key))

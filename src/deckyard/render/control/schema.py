@@ -33,8 +33,12 @@ render_workers = Table(
     Column("error", Text),
     Column("created_at", UTCDateTime, nullable=False),
     Column("updated_at", UTCDateTime, nullable=False),
+    Column("draining_since", UTCDateTime),
 )
-"""Renderers the control plane dispatches to; a row changes only when the renderer did."""
+"""Renderers the control plane dispatches to; a row changes only when the renderer did.
+
+`draining_since` is set while the renderer's current epoch drains (no new admissions on any
+node); a new epoch under the same name clears it."""
 
 render_requests = Table(
     "render_requests",

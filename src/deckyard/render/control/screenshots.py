@@ -32,6 +32,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from deckyard import tracing
 from deckyard.artifacts import ArtifactStore
 from deckyard.clock import Clock
 from deckyard.config import Settings
@@ -105,7 +106,9 @@ async def open_direct(
     new = NewRequest(
         kind=SCREENSHOT_KIND,
         workspace_id=workspace_id,
-        input=await documents_by_reference(store, spec.render_input(capture=capture)),
+        input=tracing.stamped(
+            await documents_by_reference(store, spec.render_input(capture=capture))
+        ),
         input_hash=spec.input_hash(capture=capture),
         max_attempts=settings.render_max_attempts,
         deadline_at=deadline_at,
@@ -138,7 +141,7 @@ async def screenshot_payload(
     its overflow pages), decoded at every claim and sent back by `GET /v1/jobs/{id}`.
     """
     render = await documents_by_reference(store, spec.render_input())
-    return {"render": render, "dedupe": dedupe}, input_digest(render)
+    return tracing.stamped({"render": render, "dedupe": dedupe}), input_digest(render)
 
 
 def payload_render(payload: dict[str, Any]) -> tuple[dict[str, Any], str]:
@@ -257,7 +260,7 @@ class ScreenshotHandler:
         new = NewRequest(
             kind=SCREENSHOT_KIND,
             workspace_id=workspace,
-            input=render_input,
+            input=tracing.stamped(render_input),
             input_hash=digest,
             max_attempts=self.settings.render_max_attempts,
             deadline_at=deadline,
@@ -275,7 +278,12 @@ class ScreenshotHandler:
 
     async def __call__(self, ctx: JobContext) -> dict[str, Any]:
         """Render the job's spec through a render request and return the committed result."""
+        with tracing.request_span(SCREENSHOT_KIND, ctx.id):
+            return await self._render(ctx)
+
+    async def _render(self, ctx: JobContext) -> dict[str, Any]:
         request = await self.open_request(ctx)
+        tracing.note_request(request)
         await ctx.emit(RENDER_REQUEST_EVENT, {"request_id": request.id})
         try:
             async with ctx.slot_released():
@@ -283,6 +291,7 @@ class ScreenshotHandler:
         except asyncio.CancelledError:
             await asyncio.shield(self._observe_quietly(ctx.id))
             raise
+        tracing.note_request(done)
         if done.status is RequestStatus.SUCCEEDED:
             ctx.on_success(lambda conn: self._still_succeeded(conn, done.id))
             return {"request_id": done.id, **(done.result or {})}

@@ -274,12 +274,13 @@ class RenderService:
         return data, str(job.result.get("content_type") or "application/octet-stream")
 
     async def renderers(self) -> list[dict[str, Any]]:
-        """Every known renderer: url, epoch, slots, occupancy and state."""
+        """Every known renderer: id, url, epoch, slots, occupancy, state and drain."""
         async with self.db.read_transaction() as conn:
             rows = await renderer_list(conn)
             occ = await occupancy_snapshot(conn)
         return [
             {
+                "id": w.id,
                 "name": w.name,
                 "url": w.url,
                 "renderer_id": w.renderer_id,
@@ -287,6 +288,7 @@ class RenderService:
                 "slots": w.slots,
                 "occupancy": len(occ.taken.get((w.id, w.epoch or ""), ())),
                 "state": w.state.value,
+                "draining_since": w.draining_since.isoformat() if w.draining_since else None,
                 "error": w.error,
                 "updated_at": w.updated_at.isoformat(),
             }

@@ -573,16 +573,23 @@ class RendererSeen:
     epoch: str | None = None
     slots: int | None = None
     error: str | None = None
+    draining_since: datetime | None = None
+    """The row's `draining_since` to keep: when its current epoch began draining, or None."""
 
 
 async def renderer_upsert_if_changed(
     conn: AsyncConnection, known: Renderer | None, seen: RendererSeen, now: datetime
 ) -> Renderer:
-    """Insert the renderer, or update its row when url, epoch, slots or state changed.
+    """Insert the renderer, or update its row when url, epoch, slots, state or drain changed.
 
     An unreachable renderer keeps its last epoch and slots: only its state changes.
     """
-    values: dict[str, Any] = {"url": seen.url, "state": seen.state.value, "error": seen.error}
+    values: dict[str, Any] = {
+        "url": seen.url,
+        "state": seen.state.value,
+        "error": seen.error,
+        "draining_since": seen.draining_since,
+    }
     if seen.epoch is not None:
         values.update(renderer_id=seen.renderer_id, epoch=seen.epoch, slots=seen.slots)
     if known is None:
@@ -612,11 +619,65 @@ class RendererChangedConcurrently(Exception):
     """Another node updated the renderer row between our read and our write; probe again."""
 
 
+async def renderer_drain(
+    conn: AsyncConnection, renderer_row_id: int, now: datetime
+) -> Renderer | None:
+    """Mark a renderer draining from `now`; None when there is no such renderer.
+
+    From the commit on, no node admits attempts to it (`Renderer.admits`). Applies once: a
+    renderer already draining keeps its `draining_since`. One that is down becomes `drained`.
+    Call under the admission lock, so that no admission which read the row before this commits
+    after it.
+    """
+    down = W.c.state == RendererState.DOWN.value
+    marked = (
+        await conn.execute(
+            update(W)
+            .where(W.c.id == renderer_row_id, W.c.draining_since.is_(None))
+            .values(
+                draining_since=now,
+                state=case((down, RendererState.DRAINED.value), else_=RendererState.DRAINING.value),
+                updated_at=now,
+            )
+            .returning(*RENDERER_COLUMNS)
+        )
+    ).first()
+    if marked is None:
+        marked = (
+            await conn.execute(select(*RENDERER_COLUMNS).where(W.c.id == renderer_row_id))
+        ).first()
+    return Renderer.from_row(marked) if marked is not None else None
+
+
+DRAIN_HANDBACK_CODES = (RenderErrorCode.WORKER_STOPPED.value, RenderErrorCode.RESULT_LOST.value)
+"""How attempts a drain took back end: handed back at the drain's bound, or lost with the
+renderer's exit (its epoch changed, or its lease expired)."""
+
+
+async def attempt_handed_back_by_drain(
+    conn: AsyncConnection, attempt: RenderAttempt, code: str
+) -> bool:
+    """Whether an attempt that ended with `code` was given back by its renderer's drain: the
+    renderer row drains the attempt's epoch. Such an attempt costs the request nothing."""
+    if code not in DRAIN_HANDBACK_CODES:
+        return False
+    row = (
+        await conn.execute(
+            select(W.c.draining_since, W.c.epoch).where(W.c.id == attempt.renderer_row_id)
+        )
+    ).first()
+    return (
+        row is not None and row.draining_since is not None and row.epoch == attempt.renderer_epoch
+    )
+
+
 def renderer_differs(known: Renderer | None, seen: RendererSeen) -> bool:
     """Whether writing `seen` would change anything about the stored renderer."""
     if known is None:
         return True
     if known.url != seen.url or known.state is not seen.state or known.error != seen.error:
+        return True
+    if known.draining_since != seen.draining_since:
         return True
     if seen.epoch is None:
         return False
@@ -745,11 +806,15 @@ async def attempt_end(
 
     A deck attempt that committed a page made progress: like a `refund`, it does not count
     against the request's budget, so a deck lost twice at different pages goes on while it
-    advances (each refund needs a page more; the deadline still bounds it).
+    advances (each refund needs a page more; the deadline still bounds it). Nor does an
+    attempt a draining renderer handed back or lost on its way out
+    (`attempt_handed_back_by_drain`).
     Returns the request's new status, or None when the attempt had already been released.
     """
     if not await attempt_release(db, conn, attempt.id, state, now, code=code, message=message):
         return None
+    if not refund:
+        refund = await attempt_handed_back_by_drain(conn, attempt, code)
     if not refund:
         pg = render_pages.c
         progressed = await conn.execute(
@@ -873,8 +938,13 @@ async def attempts_reconcile_epoch(
     epoch: str,
     now: datetime,
     retry_after_seconds: float,
+    *,
+    refund: bool = False,
 ) -> list[int]:
-    """A renderer restarted with `epoch`: every attempt it held under another epoch is lost now."""
+    """A renderer restarted with `epoch`: every attempt it held under another epoch is lost now.
+
+    With `refund` (the old epoch was draining) they do not count against their requests.
+    """
     rows = await conn.execute(
         select(*ATTEMPT_COLUMNS).where(
             A.c.active_occupancy == 1, A.c.worker_id == renderer_row_id, A.c.worker_epoch != epoch
@@ -892,6 +962,7 @@ async def attempts_reconcile_epoch(
             retryable=True,
             retry_after_seconds=retry_after_seconds,
             now=now,
+            refund=refund,
         )
         if status is not None:
             lost.append(attempt.id)

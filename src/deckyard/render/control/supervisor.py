@@ -2,18 +2,23 @@
 
 Each renderer runs on 127.0.0.1 with `--port 0` under a secret generated for this process, in a
 process group of its own. A renderer that exits is restarted with exponential backoff (it comes
-back with a new epoch, which the coordinator reconciles at once). This process marks itself a
-child subreaper, so the renderer's watchdog and any Chromium left by a SIGKILLed renderer are
-re-parented here rather than to PID 1, and a reaping loop collects them: no zombie survives.
-On stop every renderer gets SIGTERM, then its whole process group SIGKILL after a grace period.
+back with a new epoch, which the coordinator reconciles at once). A renderer that drained (it
+printed `{"event": "drained"}` and exited 0: SIGTERM, or `POST /v1/renderers/{id}/drain`) is no
+crash: its replacement starts at once, without backoff, a rolling restart. This process marks
+itself a child subreaper, so the renderer's watchdog and any Chromium left by a SIGKILLed
+renderer are re-parented here rather than to PID 1, and a reaping loop collects them: no zombie
+survives. On stop every renderer gets SIGINT (stop now, not a drain) and SIGTERM, then its whole
+process group SIGKILL after a grace period.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import secrets
+import signal
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -46,6 +51,8 @@ class SupervisedRenderer:
     epochs: list[str] = field(default_factory=list)
     task: asyncio.Task[None] | None = None
     adopted: asyncio.subprocess.Process | None = None
+    drains: int = 0
+    """Exits after a drain (restarted at once, not counted as crashes)."""
 
     @property
     def pid(self) -> int | None:
@@ -152,7 +159,11 @@ class Supervisor:
                 if not started.done():
                     started.set_result(None)
                 self.on_change()
-                await self._watch(renderer)
+                if await self._watch(renderer) and not self._stopping:
+                    renderer.drains += 1
+                    log.info("renderer %s drained; starting its replacement", renderer.name)
+                    backoff = self.settings.render_restart_backoff_seconds
+                    continue
             if not started.done():
                 started.set_result(None)
             if self._stopping:
@@ -187,26 +198,58 @@ class Supervisor:
             "renderer %s listening on %s (epoch %s)", renderer.name, renderer.url, renderer.epoch
         )
 
-    async def _watch(self, renderer: SupervisedRenderer) -> None:
+    async def _watch(self, renderer: SupervisedRenderer) -> bool:
+        """Wait for the renderer to exit; True when it exited 0 after announcing its drain."""
         proc = renderer.process
         assert proc is not None
-        assert proc.stdout is not None
-        drain = asyncio.create_task(proc.stdout.read())
+        drained = asyncio.Event()
+        events = asyncio.create_task(self._read_events(renderer, proc, drained))
         try:
             code = await proc.wait()
+            if code == 0 and not drained.is_set():
+                # Its last line may still be unread in the pipe; the pipe ends only once the
+                # watchdog (which shares it) has exited too.
+                seen = asyncio.create_task(drained.wait())
+                grace = self.settings.render_renderer_stop_grace_seconds
+                await asyncio.wait({events, seen}, timeout=grace, return_when="FIRST_COMPLETED")
+                seen.cancel()
+                await asyncio.gather(seen, return_exceptions=True)
         finally:
-            drain.cancel()
-            await asyncio.gather(drain, return_exceptions=True)
+            events.cancel()
+            await asyncio.gather(events, return_exceptions=True)
         kill_groups([proc.pid])
         renderer.process = None
-        log.warning("renderer %s (pid %d) exited with %s", renderer.name, proc.pid, code)
+        if code != 0 or not drained.is_set():
+            log.warning("renderer %s (pid %d) exited with %s", renderer.name, proc.pid, code)
         self._reap()
         self.on_change()
+        return code == 0 and drained.is_set()
+
+    async def _read_events(
+        self, renderer: SupervisedRenderer, proc: asyncio.subprocess.Process, drained: asyncio.Event
+    ) -> None:
+        """Read the renderer's stdout to its end: a `draining` line pokes the probe at once (no
+        new attempts there), a `drained` line sets `drained`."""
+        assert proc.stdout is not None
+        async for raw in proc.stdout:
+            try:
+                event = json.loads(raw).get("event")
+            except (ValueError, AttributeError):
+                continue
+            if event == "draining":
+                log.info("renderer %s is draining", renderer.name)
+                self.on_change()
+            elif event == "drained":
+                drained.set()
 
     async def _terminate(self, renderer: SupervisedRenderer) -> None:
         proc = renderer.process
         if proc is None:
             return
+        if proc.returncode is None:
+            # SIGINT stops it now; SIGTERM alone would drain it, for results nobody collects
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGINT)
         grace = self.settings.render_renderer_stop_grace_seconds
         if not await terminate_renderer(proc, grace):
             log.warning("renderer %s ignored SIGTERM; its group was killed", renderer.name)

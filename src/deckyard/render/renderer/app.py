@@ -8,7 +8,8 @@ validation problem becomes a 422 naming the field, never a 500.
 signature check, SSRF guard and the background loops. Its `start()` makes the process a child
 subreaper, launches the browser pool, opens the first document tabs, and starts the artefact
 sweeper and the reaper (woken by SIGCHLD, with a periodic pass because signals coalesce); `stop()`
-fails what is still running, closes every browser and reaps what is left.
+fails what is still running, closes every browser and reaps what is left. Its `drain`
+(`drain.py`) refuses new attempts and ends the process once the in-flight ones are done.
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, FastAPI, Query, Request
 from fastapi.responses import JSONResponse, Response
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
+from deckyard import tracing
 from deckyard.clock import SYSTEM_CLOCK, Clock
 from deckyard.config import Settings
 from deckyard.render.processes import (
@@ -59,6 +61,7 @@ from deckyard.render.protocol import (
 from deckyard.render.renderer.browser.pool import BrowserPool
 from deckyard.render.renderer.browser.tabs import TabPool
 from deckyard.render.renderer.documents import DocumentCache
+from deckyard.render.renderer.drain import Drain
 from deckyard.render.renderer.registry import AttemptConflictError, AttemptRegistry, NoFreeSlotError
 from deckyard.render.renderer.ssrf import UrlGuard
 
@@ -98,6 +101,7 @@ class RendererRuntime:
         self.registry = AttemptRegistry(
             settings, self.pool, self.tabs, self.guard, root, clock, renderer_id, epoch
         )
+        self.drain = Drain(self.registry, settings, clock)
         self._protected: set[int] = set()
         self._loops: list[asyncio.Task[None]] = []
         self._stopping: asyncio.Task[None] | None = None
@@ -143,7 +147,7 @@ class RendererRuntime:
             renderer_id=self.renderer_id,
             epoch=self.epoch,
             slots=settings.renderer_slots,
-            free_slots=self.registry.free_slots,
+            free_slots=0 if self.drain.draining else self.registry.free_slots,
             browser_version=self.pool.version,
             browser_generation=self.pool.generation,
             formats=list(IMAGE_FORMATS),
@@ -166,7 +170,13 @@ class RendererRuntime:
         assert self._stopping is not None
         await self._stopping
 
+    @property
+    def stopping(self) -> bool:
+        """Whether the stop has begun."""
+        return self._stopping is not None
+
     async def _stop(self) -> None:
+        await self.drain.stop()
         for task in self._loops:
             task.cancel()
         for task in self._loops:
@@ -234,6 +244,14 @@ async def signed(request: Request) -> bytes:
 
 
 Signed = Annotated[bytes, Depends(signed)]
+
+
+class DrainBody(BaseModel):
+    """`POST /v1/drain`: begin draining; `release` once the caller holds nothing here."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    release: bool = False
 
 
 def create_app(runtime: RendererRuntime) -> FastAPI:
@@ -325,10 +343,11 @@ def create_app(runtime: RendererRuntime) -> FastAPI:
                 attempt, created = registry.submit(attempt_id, render)
         except NoFreeSlotError:
             retry = runtime.settings.renderer_retry_after_seconds
+            draining = runtime.drain.draining
             raise ApiError(
                 429,
                 RenderErrorCode.NO_FREE_SLOT,
-                "every slot is busy",
+                "draining: no new attempts" if draining else "every slot is busy",
                 headers={"Retry-After": str(max(1, round(retry)))},
             ) from None
         except AttemptConflictError:
@@ -340,31 +359,62 @@ def create_app(runtime: RendererRuntime) -> FastAPI:
             ) from None
         return registry.receipt(attempt.attempt_id), created
 
+    def traced_admit(
+        request: Request, attempt_id: str, render: RenderInput | DeckAttemptRequest
+    ) -> tuple[Receipt, bool]:
+        """`admit` in a `renderer.capture` span continuing the caller's `traceparent`; the
+        attempt's task starts inside it, and the span ends when that task does."""
+        ids = (request.headers, attempt_id, runtime.renderer_id, runtime.epoch)
+        with tracing.capture_span(*ids) as capture:
+            receipt, created = admit(attempt_id, render)
+            attempt = registry.get(attempt_id) if created else None
+            task = attempt.task if attempt is not None else None
+            capture.follow(task, lambda: registry.receipt(attempt_id).model_dump())
+        return receipt, created
+
     @app.get("/healthz")
     async def healthz() -> dict[str, Any]:
         tabs = {"resets": runtime.tabs.resets, "kept": runtime.tabs.kept}
-        return {"status": "ok", "epoch": runtime.epoch, "tabs": tabs}
+        draining = runtime.drain.draining
+        return {"status": "ok", "epoch": runtime.epoch, "tabs": tabs, "draining": draining}
 
     @app.get("/v1/capabilities")
     async def capabilities(_body: Signed) -> dict[str, Any]:
-        return runtime.capabilities().model_dump(mode="json")
+        return {
+            **runtime.capabilities().model_dump(mode="json"),
+            "draining": runtime.drain.draining,
+        }
+
+    @app.post("/v1/drain")
+    async def drain(body: Signed) -> dict[str, Any]:
+        try:
+            ask = DrainBody.model_validate_json(body or b"{}")
+        except ValidationError as exc:
+            field = _field_name(exc.errors()[0]["loc"])
+            message = f"{field}: {exc.errors()[0]['msg']}"
+            raise ApiError(422, RenderErrorCode.INVALID_INPUT, message, field) from None
+        if not runtime.stopping:
+            runtime.drain.begin()
+        if ask.release:
+            runtime.drain.release()
+        return runtime.drain.status()
 
     @app.post("/v1/attempts")
-    async def submit_attempt(body: Signed) -> JSONResponse:
+    async def submit_attempt(body: Signed, request: Request) -> JSONResponse:
         render = await parse(body, AttemptRequest)
         assert isinstance(render, AttemptRequest)
         count = registry.changes.count
-        receipt, created = admit(
-            render.attempt_id, RenderInput(**render.model_dump(exclude={"attempt_id"}))
+        receipt, created = traced_admit(
+            request, render.attempt_id, RenderInput(**render.model_dump(exclude={"attempt_id"}))
         )
         receipt.changes = count if created else None
         return JSONResponse(receipt.model_dump(mode="json"), status_code=202 if created else 200)
 
     @app.post("/v1/deck-attempts")
-    async def submit_deck_attempt(body: Signed) -> JSONResponse:
+    async def submit_deck_attempt(body: Signed, request: Request) -> JSONResponse:
         deck = await parse_deck(body)
         count = registry.changes.count
-        receipt, created = admit(deck.attempt_id, deck)
+        receipt, created = traced_admit(request, deck.attempt_id, deck)
         receipt.changes = count if created else None
         return JSONResponse(receipt.model_dump(mode="json"), status_code=202 if created else 200)
 
@@ -376,7 +426,9 @@ def create_app(runtime: RendererRuntime) -> FastAPI:
             raise ApiError(
                 404, RenderErrorCode.RESULT_LOST, f"no artefact for {attempt_id} page {index}"
             )
-        return _file_response(visit.artifact, visit.artifact_path, attempt_id)
+        answer = _file_response(visit.artifact, visit.artifact_path, attempt_id)
+        registry.artifact_served(attempt_id, index)
+        return answer
 
     @app.get("/v1/attempts")
     async def batch_receipts(
@@ -422,10 +474,10 @@ def create_app(runtime: RendererRuntime) -> FastAPI:
         return (await registry.cancel(attempt_id)).model_dump(mode="json")
 
     @app.post("/v1/render")
-    async def render_now(body: Signed) -> Response:
+    async def render_now(body: Signed, request: Request) -> Response:
         render = await parse(body, RenderInput)
         attempt_id = f"sync-{uuid.uuid4().hex}"
-        admit(attempt_id, render)
+        traced_admit(request, attempt_id, render)
         receipt = await registry.wait(attempt_id)
         if receipt.status is AttemptStatus.SUCCEEDED:
             return _artifact_response(runtime, attempt_id)
@@ -464,6 +516,7 @@ def _add_endings(runtime: RendererRuntime, answer: ChangesAnswer, after: int) ->
             continue
         budget -= len(data)
         answer.artifacts[attempt_id] = base64.b64encode(data).decode("ascii")
+        registry.artifact_served(attempt_id)
 
 
 def _artifact_response(runtime: RendererRuntime, attempt_id: str) -> Response:
@@ -472,7 +525,9 @@ def _artifact_response(runtime: RendererRuntime, attempt_id: str) -> Response:
         raise ApiError(404, RenderErrorCode.RESULT_LOST, f"no artefact for {attempt_id}")
     if attempt.artifact is None or attempt.artifact_path is None:
         raise ApiError(409, RenderErrorCode.RESULT_LOST, f"attempt {attempt_id} has not finished")
-    return _file_response(attempt.artifact, attempt.artifact_path, attempt_id)
+    answer = _file_response(attempt.artifact, attempt.artifact_path, attempt_id)
+    runtime.registry.artifact_served(attempt_id)
+    return answer
 
 
 def _file_response(info: ArtifactInfo, path: Path, attempt_id: str) -> Response:

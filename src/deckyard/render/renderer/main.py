@@ -2,8 +2,14 @@
 
 On start the renderer prints one JSON line to stdout, `{"event": "listening", "url": ...,
 "renderer_id": ..., "epoch": ..., "pid": ...}`, once it accepts requests; supervisors and tests
-read it to learn the port when `--port 0` was given. SIGTERM or SIGINT stop it gracefully: active
-attempts fail with `RENDER_WORKER_STOPPED`, browsers close, the temp root is removed.
+read it to learn the port when `--port 0` was given.
+
+SIGTERM drains it (`drain.py`): it prints `{"event": "draining", ...}`, takes no new attempts,
+lets the running ones finish within `renderer_drain_timeout_seconds`, waits for their results to
+be fetched, prints `{"event": "drained", ...}` and exits 0. SIGINT, a second SIGTERM, or a
+SIGTERM that comes because its parent died (`die_with_parent`: nobody would fetch anything)
+stop it at once: active attempts fail with `RENDER_WORKER_STOPPED`, browsers close, the temp
+root is removed.
 """
 
 from __future__ import annotations
@@ -19,12 +25,12 @@ import socket
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
 import uvicorn
 
+from deckyard import tracing
 from deckyard.config import Settings
 from deckyard.render.processes import EPOCH_ENV
 from deckyard.render.renderer.app import RendererRuntime, create_app
@@ -52,22 +58,41 @@ def _bind(host: str, port: int) -> socket.socket:
 
 
 class _Server(uvicorn.Server):
-    """uvicorn's server, whose stop signal also begins the runtime's stop at once.
+    """uvicorn's server: SIGTERM begins a drain, other stop signals also begin the runtime's stop
+    at once.
 
     uvicorn notices the signal at its next tick and then waits a fixed tenth of a second for
     connections to close; the runtime's stop (attempts failed, browsers killed, tabs dropped)
     runs meanwhile instead of after, a sixth of a second off every renderer's stop.
     """
 
-    def __init__(self, config: uvicorn.Config, on_exit: Callable[[], None]) -> None:
+    def __init__(self, config: uvicorn.Config, runtime: RendererRuntime) -> None:
         super().__init__(config)
-        self._on_exit = on_exit
+        self._runtime = runtime
         self._loop = asyncio.get_running_loop()
+        self._parent = os.getppid()
+        self._drain_asked = False
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        super().handle_exit(sig, frame)
         # a signal handler may run between any two bytecodes of the loop's own work
-        self._loop.call_soon_threadsafe(self._on_exit)
+        first = not (self._drain_asked or self._runtime.drain.draining or self.should_exit)
+        if sig == signal.SIGTERM and first and os.getppid() == self._parent:
+            self._drain_asked = True
+            self._loop.call_soon_threadsafe(self._runtime.drain.begin)
+            return
+        super().handle_exit(sig, frame)
+        self._loop.call_soon_threadsafe(self._runtime.begin_stop)
+
+    def drained(self) -> None:
+        """The drain is over: stop serving (the runtime stops after `serve` returns)."""
+        self._drain_asked = True
+        self.should_exit = True
+
+
+def _announce(event: str, runtime: RendererRuntime, **extra: object) -> None:
+    """Print one JSON line about the renderer's life to stdout (its supervisor reads them)."""
+    line = {"event": event, "renderer_id": runtime.renderer_id, "epoch": runtime.epoch}
+    print(json.dumps({**line, "pid": os.getpid(), **extra}), flush=True)
 
 
 def start_watchdog(epoch: str, root: Path, settings: Settings) -> subprocess.Popen[bytes]:
@@ -124,6 +149,7 @@ async def serve(settings: Settings) -> None:
         sock = _bind(settings.renderer_host, settings.renderer_port)
         host, port = sock.getsockname()[:2]
         renderer_id = settings.renderer_id or f"{socket.gethostname()}:{port}"
+        tracing.configure(settings, "renderer", node_id=renderer_id)
         runtime = RendererRuntime(
             settings,
             epoch=epoch,
@@ -135,7 +161,14 @@ async def serve(settings: Settings) -> None:
         config = uvicorn.Config(
             create_app(runtime), log_level="warning", access_log=False, lifespan="off"
         )
-        server = _Server(config, runtime.begin_stop)
+        server = _Server(config, runtime)
+
+        def drained() -> None:
+            _announce("drained", runtime, handed_back=runtime.drain.handed_back)
+            server.drained()
+
+        runtime.drain.on_begin = lambda: _announce("draining", runtime)
+        runtime.drain.on_end = drained
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda _signum, _frame: None)
         shown = f"[{host}]" if ":" in host else host

@@ -26,7 +26,7 @@ import secrets
 import shutil
 import time
 from collections import deque
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -132,6 +132,7 @@ class PageState:
     render: RenderInput
     status: AttemptStatus = AttemptStatus.ACCEPTED
     visit: Visit | None = None
+    artifact_served: bool = False
 
     def receipt(self) -> PageReceipt:
         """The page's part of its attempt's receipt."""
@@ -213,11 +214,24 @@ class Attempt:
     pages: dict[int, PageState] | None = None
     extra_slots: list[int] = field(default_factory=list)
     deadline_seconds: float | None = None
+    receipt_served: bool = False
+    artifact_served: bool = False
 
     @property
     def slots(self) -> list[int]:
         """Every slot the attempt holds."""
         return [self.slot, *self.extra_slots]
+
+    @property
+    def collected(self) -> bool:
+        """Whether its outcome was fetched: a terminal receipt and every artefact it made were
+        served (a cancelled one needs nobody); a draining renderer waits for this."""
+        if self.status is AttemptStatus.CANCELLED:
+            return True
+        if not self.receipt_served or (self.artifact is not None and not self.artifact_served):
+            return False
+        pages = (self.pages or {}).values()
+        return all(p.artifact_served or p.visit is None or p.visit.artifact is None for p in pages)
 
 
 class AttemptRegistry:
@@ -244,6 +258,10 @@ class AttemptRegistry:
         self._attempts: dict[str, Attempt] = {}
         self._free = list(range(settings.renderer_slots))
         self._stopping = False
+        self.draining = False
+        """Set by `drain.Drain`: no new attempt is admitted, no deck page is started."""
+        self.on_collected: Callable[[], None] = lambda: None
+        """Called whenever an ended attempt's receipt or an artefact is served."""
         self.changes = ChangeFeed()
         self.renderer_id = renderer_id
         self.epoch = epoch
@@ -270,7 +288,7 @@ class AttemptRegistry:
             if existing.fingerprint != fingerprint:
                 raise AttemptConflictError(attempt_id)
             return existing, False
-        if self._stopping or not self._free:
+        if self._stopping or self.draining or not self._free:
             raise NoFreeSlotError(attempt_id)
         self._free.sort()
         attempt = Attempt(attempt_id, render, fingerprint, self._free.pop(0))
@@ -286,7 +304,7 @@ class AttemptRegistry:
             if existing.fingerprint != fingerprint:
                 raise AttemptConflictError(deck.attempt_id)
             return existing, False
-        if self._stopping or not self._free:
+        if self._stopping or self.draining or not self._free:
             raise NoFreeSlotError(deck.attempt_id)
         self._free.sort()
         width = min(deck.parallel, len(self._free), len(deck.pages))
@@ -339,7 +357,7 @@ class AttemptRegistry:
         async def slot() -> None:
             carry = DeckTab(self._settings.renderer_tab_reuse_limit)
             try:
-                while queue:
+                while queue and not self.draining:
                     await page(queue.pop(), carry)
             finally:
                 if carry.tab is not None:
@@ -360,12 +378,18 @@ class AttemptRegistry:
             if attempt.cancel_requested and not self._stopping:
                 code, message = RenderErrorCode.CANCELLED, "cancelled by request"
             else:
-                code, message = RenderErrorCode.WORKER_STOPPED, "the renderer is stopping"
+                code, message = RenderErrorCode.WORKER_STOPPED, self._stop_message()
         # Every slot has ended before the attempt does and gives its slots back: on a cancel or
         # the deadline `gather` ends with the first slot whose page was cancelled, while another
         # may still be closing its page (bounded by `renderer_cleanup_timeout_seconds`), and the
         # renderer would take a new attempt onto a slot still in use.
         await asyncio.gather(*slots, return_exceptions=True)
+        # A drain stops the slots between pages: the pages never started go back with the
+        # attempt, and the control plane resumes the deck elsewhere from them.
+        unstarted = sum(1 for p in attempt.pages.values() if p.status is AttemptStatus.ACCEPTED)
+        if code is None and unstarted:
+            code = RenderErrorCode.WORKER_STOPPED
+            message = f"{self._stop_message()}; {unstarted} page(s) not started"
         if code is None:
             for state in attempt.pages.values():
                 visit = state.visit
@@ -400,6 +424,9 @@ class AttemptRegistry:
                 epoch=self.epoch,
             )
         code = attempt.error_code
+        if attempt.status.terminal and not attempt.receipt_served:
+            attempt.receipt_served = True
+            self.on_collected()
         return Receipt(
             attempt_id=attempt_id,
             status=attempt.status,
@@ -478,6 +505,47 @@ class AttemptRegistry:
             attempt.status = AttemptStatus.FAILED
         self._finish(attempt)
 
+    def artifact_served(self, attempt_id: str, index: int | None = None) -> None:
+        """Note that an attempt's artefact (or one deck page's) was sent to a client."""
+        attempt = self._attempts.get(attempt_id)
+        if attempt is None:
+            return
+        if index is None:
+            attempt.artifact_served = True
+        elif attempt.pages is not None and index in attempt.pages:
+            attempt.pages[index].artifact_served = True
+        self.on_collected()
+
+    @property
+    def active(self) -> int:
+        """Attempts that have not ended."""
+        return sum(1 for a in self._attempts.values() if not a.status.terminal)
+
+    def active_ids(self) -> set[str]:
+        """The ids of the attempts that have not ended."""
+        return {a.attempt_id for a in self._attempts.values() if not a.status.terminal}
+
+    def uncollected(self, among: set[str]) -> list[Attempt]:
+        """Those of `among` that ended without their outcome fetched (`Attempt.collected`)."""
+        found = (self._attempts.get(i) for i in among)
+        return [a for a in found if a is not None and a.status.terminal and not a.collected]
+
+    def _stop_message(self) -> str:
+        if self.draining and not self._stopping:
+            return "handed back: the renderer is draining"
+        return "the renderer is stopping"
+
+    async def hand_back(self) -> int:
+        """End every active attempt with `RENDER_WORKER_STOPPED` (a drain's bound passed) and
+        wait for their cleanup; returns how many there were."""
+        tasks = [
+            a.task for a in self._attempts.values() if a.task is not None and not a.task.done()
+        ]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        return len(tasks)
+
     def _finish(self, attempt: Attempt) -> None:
         attempt.finished_at = self._clock.monotonic()
         self._free.extend(attempt.slots)
@@ -539,7 +607,7 @@ class AttemptRegistry:
             if attempt.cancel_requested and not self._stopping:
                 code, message = RenderErrorCode.CANCELLED, "cancelled by request"
             else:
-                code, message = RenderErrorCode.WORKER_STOPPED, "the renderer is stopping"
+                code, message = RenderErrorCode.WORKER_STOPPED, self._stop_message()
         except BrowserGoneError as exc:
             code, message = RenderErrorCode.BROWSER_CRASHED, str(exc)
         except (RenderFailure, PlaywrightError) as exc:

@@ -17,6 +17,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+import httpx
+
 from deckyard.render.protocol import RenderErrorCode
 
 Resolver = Callable[[str, int], Awaitable[list[str]]]
@@ -142,3 +144,27 @@ class UrlGuard:
             if problem:
                 return Verdict(False, f"{host} resolves to a {problem}")
         return Verdict(True, "public", tuple(addresses))
+
+
+def pinned_request(
+    client: httpx.AsyncClient,
+    url: str,
+    address: str,
+    *,
+    method: str = "GET",
+    headers: dict[str, str] | None = None,
+    content: bytes | None = None,
+) -> httpx.Request:
+    """A request for `url` that connects to `address`, the one the guard checked, not to
+    whatever the host resolves to a moment later (DNS rebinding): the URL names the address,
+    `Host` the original host, and TLS sends and verifies the original name (httpcore's SNI
+    name). Used by remote deck files and webhook deliveries alike."""
+    parts = httpx.URL(url)
+    extensions = {"sni_hostname": parts.host} if parts.scheme == "https" else {}
+    return client.build_request(
+        method,
+        parts.copy_with(host=address.split("%", 1)[0]),
+        headers={**(headers or {}), "host": parts.netloc.decode("ascii")},
+        content=content,
+        extensions=extensions,
+    )

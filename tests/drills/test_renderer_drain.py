@@ -1,0 +1,331 @@
+"""Renderer drain drills (issue 33 item 2): real renderers, real Chromium.
+
+- A renderer told to drain by SIGTERM refuses new attempts, lets its running page finish, hands
+  back the one still running at its bound, waits until those outcomes were fetched, says
+  `drained` and exits 0.
+- A rolling restart under steady load: `deckyard serve` with two supervised renderers and a
+  stream of screenshots; one renderer is drained through `POST /v1/renderers/{id}/drain`, then
+  the other by SIGTERM, each while a slow page runs on it. Every screenshot succeeds exactly
+  once: one job run, one render request, one succeeded attempt, an artefact; what the drains
+  handed back cost no attempt; nothing was lost on the way out; the supervisor replaced each
+  renderer without a crash backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import select
+import signal
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+import pytest
+from sqlalchemy import select as sql_select
+
+from deckyard.db import Database
+from deckyard.jobs.schema import jobs
+from deckyard.render.control.schema import render_attempts, render_requests, render_workers
+from tests.drills.conftest import LIVE, start_renderer, stop_renderer
+from tests.drills.support import DrillSite, RendererProcess, zombies
+from tests.helpers.eventually import eventually_sync, settled_sync
+from tests.helpers.server import Server, clean_env, create_token
+
+pytestmark = [pytest.mark.chromium, pytest.mark.processes, pytest.mark.slow]
+
+DRAIN_TIMEOUT = 3.0
+SLOW_MS = 8000
+"""A slow page outlasts the drain's bound: it is handed back and rendered elsewhere."""
+IN_FLIGHT = 4
+"""Screenshots the load keeps submitted and unfinished at any moment."""
+
+
+@pytest.fixture(autouse=True)
+def hygiene() -> Iterator[None]:
+    """No new zombie (each drill checks its own processes and Chromium when it stops them)."""
+    before = zombies()
+    yield
+    new = settled_sync(lambda: zombies() - before, timeout=5)
+    assert not new, f"new zombie processes that nobody reaps: {new}"
+
+
+def html(label: str) -> str:
+    return f"<!doctype html><body style='margin:0'><h1>{label}</h1></body>"
+
+
+def attempt(attempt_id: str, delay_ms: int = 0) -> dict[str, Any]:
+    """A renderer attempt of a small page that waits `delay_ms` before its capture."""
+    wait = {"delay_ms": delay_ms}
+    body = {"document": html(attempt_id), "width": 200, "height": 100, "wait": wait}
+    return {**body, "attempt_id": attempt_id}
+
+
+def read_event(renderer: RendererProcess, timeout: float) -> dict[str, Any]:
+    """The renderer's next stdout line (its lifecycle events)."""
+    assert renderer.proc.stdout is not None
+    readable, _, _ = select.select([renderer.proc.stdout], [], [], timeout)
+    assert readable, f"no event within {timeout}s"
+    event: dict[str, Any] = json.loads(renderer.proc.stdout.readline())
+    return event
+
+
+def test_sigterm_drains_a_renderer_then_it_exits(site: DrillSite) -> None:
+    renderer = start_renderer(
+        site,
+        slots=2,
+        renderer_drain_timeout_seconds=str(DRAIN_TIMEOUT),
+        renderer_drain_collect_seconds="120",  # it waits for us, not for this bound
+    )
+    client = renderer.client
+    assert client.post("/v1/attempts", json=attempt("warm")).status_code == 202
+    assert renderer.wait_terminal("warm")["status"] == "succeeded"
+    assert client.get("/v1/attempts/warm/artifact").status_code == 200
+    quick = client.post("/v1/attempts", json=attempt("quick", 300))
+    slow = client.post("/v1/attempts", json=attempt("slow", SLOW_MS))
+    assert (quick.status_code, slow.status_code) == (202, 202), (quick.text, slow.text)
+
+    renderer.proc.send_signal(signal.SIGTERM)
+    assert read_event(renderer, 10)["event"] == "draining"
+    assert client.get("/healthz").json()["draining"] is True
+    caps = client.get("/v1/capabilities").json()
+    assert (caps["draining"], caps["free_slots"]) == (True, 0)
+    refused = client.post("/v1/attempts", json=attempt("late"))
+    assert refused.status_code == 429, refused.text
+    assert refused.json()["error"] == "RENDER_NO_FREE_SLOT"
+
+    finished = renderer.wait_terminal("quick")  # in flight: it finishes
+    assert finished["status"] == "succeeded", finished
+    handed = renderer.wait_terminal("slow")  # still running at the bound: handed back
+    assert (handed["status"], handed["error_code"]) == ("failed", "RENDER_WORKER_STOPPED")
+    assert handed["retryable"] is True and "draining" in handed["message"]
+
+    # the quick page's picture has not been fetched: it waits for that, then exits at once
+    assert client.get("/healthz").json()["draining"] is True
+    assert client.get("/v1/attempts/quick/artifact").content[:4] == b"\x89PNG"
+    drained = read_event(renderer, 10)
+    assert (drained["event"], drained["handed_back"]) == ("drained", 1)
+    assert renderer.proc.wait(10) == 0
+    log = renderer.stderr_path.read_text()
+    assert "handed back" in log and "nobody fetched" not in log, log[-2000:]
+    stop_renderer(renderer)
+    assert renderer.proc.pid not in LIVE
+
+
+# --- the rolling restart -------------------------------------------------------------------
+
+
+class Load:
+    """Keeps `IN_FLIGHT` screenshots submitted and unfinished until stopped; `slow()` adds one
+    that outlasts a drain."""
+
+    def __init__(self, server: Server, headers: dict[str, str]) -> None:
+        self.client = httpx.Client(base_url=server.url, headers=headers, timeout=30)
+        self.ids: list[int] = []
+        self.slow_ids: list[int] = []
+        self.problems: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._n = 0
+
+    def submit(self, delay_ms: int = 0) -> int:
+        self._n += 1
+        body = {"html": html(f"load {self._n}"), "width": 200, "height": 100}
+        answer = self.client.post("/v1/screenshots", json={**body, "wait": {"delay_ms": delay_ms}})
+        assert answer.status_code == 202, answer.text
+        job_id: int = answer.json()["id"]
+        self.ids.append(job_id)
+        return job_id
+
+    def slow(self) -> int:
+        job_id = self.submit(SLOW_MS)
+        self.slow_ids.append(job_id)
+        return job_id
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        open_ids: list[int] = []
+        try:
+            while not self._stop.is_set():
+                while len(open_ids) < IN_FLIGHT:
+                    open_ids.append(self.submit())
+                for job_id in list(open_ids):
+                    status = self.client.get(f"/v1/jobs/{job_id}").json()["status"]
+                    if status in ("failed", "cancelled"):
+                        self.problems.append(f"job {job_id} {status}")
+                    if status in ("succeeded", "failed", "cancelled"):
+                        open_ids.remove(job_id)
+                self._stop.wait(0.05)
+        except Exception as exc:  # reported by the test, not lost in a thread
+            self.problems.append(repr(exc))
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        self.client.close()
+
+
+def query(url: str, statement: Any) -> list[Any]:
+    async def run() -> list[Any]:
+        db = Database(url)
+        try:
+            async with db.read_connection() as conn:
+                return list(await conn.execute(statement))
+        finally:
+            await db.dispose()
+
+    return asyncio.run(run())
+
+
+def running_on(url: str, job_id: int) -> int | None:
+    """The renderer row holding the active attempt of a job's render request, if any."""
+    a, r = render_attempts.c, render_requests.c
+    rows = query(
+        url,
+        sql_select(a.worker_id)
+        .join(render_requests, r.id == a.request_id)
+        .where(r.parent_job_id == job_id, a.active_occupancy == 1, a.status == "running"),
+    )
+    return rows[0].worker_id if rows else None
+
+
+def slow_page_on(url: str, load: Load, renderer_row_id: int) -> int:
+    """Submit slow screenshots until one of them runs on `renderer_row_id`."""
+    for _ in range(4):
+        job_id = load.slow()
+        where = eventually_sync(
+            lambda job_id=job_id: running_on(url, job_id),  # type: ignore[misc]
+            timeout=30,
+            every=0.05,
+            what=f"slow job {job_id} running",
+        )
+        if where == renderer_row_id:
+            return job_id
+    raise AssertionError(f"no slow page landed on renderer {renderer_row_id}")
+
+
+def renderer_pid(server: Server, name: str) -> int:
+    """The pid of the supervised renderer called `name`."""
+    for child in psutil.Process(server.proc.pid).children():
+        cmd = child.cmdline()
+        if (
+            "deckyard.render.renderer" in cmd
+            and child.environ().get("DECKYARD_RENDERER_ID") == name
+        ):
+            return child.pid
+    raise AssertionError(f"no renderer process {name}")
+
+
+def test_rolling_restart_under_load_every_screenshot_succeeds_once(
+    pg_schema_url: str, tmp_path: Path, servers: list[Server]
+) -> None:
+    env = clean_env(
+        tmp_path,
+        DECKYARD_DATABASE_URL=pg_schema_url,
+        DECKYARD_RENDERERS="2",
+        DECKYARD_RENDERER_SLOTS="2",
+        DECKYARD_RENDERER_DRAIN_TIMEOUT_SECONDS=str(DRAIN_TIMEOUT),
+        DECKYARD_RENDER_WORKSPACE_SLOT_SHARE="1",
+        DECKYARD_RENDER_RECEIPT_POLL_SECONDS="0.2",
+    )
+    headers = {"authorization": f"Bearer {create_token(env, tmp_path, 'rolling')}"}
+    server = Server([], env, tmp_path)
+    servers.append(server)
+    server.wait_ready(90)
+    api = httpx.Client(base_url=server.url, headers=headers, timeout=30)
+
+    def renderers() -> dict[str, dict[str, Any]]:
+        return {r["name"]: r for r in api.get("/v1/renderers").json()}
+
+    def both_up() -> dict[str, dict[str, Any]] | None:
+        now = renderers()
+        return now if len(now) == 2 and all(r["state"] == "up" for r in now.values()) else None
+
+    first = eventually_sync(both_up, timeout=90, every=0.2, what="two renderers up")
+    load = Load(server, headers)
+    load.start()
+    family = set()
+    slow_on: dict[str, int] = {}  # renderer epoch -> the slow job running there at its drain
+    try:
+        for i, name in enumerate(sorted(first)):
+            row = first[name]
+            slow_on[row["epoch"]] = slow_page_on(pg_schema_url, load, row["id"])
+            if i == 0:
+                answer = api.post(f"/v1/renderers/{row['id']}/drain")
+                assert answer.status_code == 202, answer.text
+                assert answer.json()["state"] == "draining"
+            else:
+                os.kill(renderer_pid(server, name), signal.SIGTERM)
+                eventually_sync(
+                    lambda name=name: renderers()[name]["state"] == "draining",  # type: ignore[misc]
+                    timeout=10,
+                    every=0.05,
+                    what=f"{name} listed as draining",
+                )
+
+            def replaced(name: str = name, old: str = row["epoch"]) -> bool:
+                now = renderers()[name]
+                return now["state"] == "up" and now["epoch"] != old
+
+            eventually_sync(replaced, timeout=45, every=0.1, what=f"{name} replaced")
+        family = {c.pid for c in psutil.Process(server.proc.pid).children(recursive=True)}
+    finally:
+        load.stop()
+    assert not load.problems, load.problems
+
+    def all_done() -> bool:
+        states = [api.get(f"/v1/jobs/{i}").json()["status"] for i in load.ids]
+        assert not {"failed", "cancelled"} & set(states), states
+        return all(s == "succeeded" for s in states)
+
+    eventually_sync(all_done, timeout=60, every=0.2, what="every screenshot done")
+    for job_id in load.ids[-3:]:
+        assert api.get(f"/v1/jobs/{job_id}/artifact").content[:4] == b"\x89PNG"
+    final = renderers()
+    assert all(r["state"] == "up" and r["draining_since"] is None for r in final.values())
+    api.close()
+    output = server.output()
+    server.stop()
+    left = settled_sync(lambda: {p for p in family if psutil.pid_exists(p)}, timeout=15)
+    assert not left, f"processes outlived the server: {left}"
+
+    # exactly once, counted in the database
+    j, r, a = jobs.c, render_requests.c, render_attempts.c
+    job_rows = query(pg_schema_url, sql_select(j.id, j.status, j.attempt).where(j.id.in_(load.ids)))
+    assert {(x.status, x.attempt) for x in job_rows} == {("succeeded", 1)}
+    assert len(job_rows) == len(load.ids) >= 10
+    requests = query(
+        pg_schema_url,
+        sql_select(r.id, r.parent_job_id, r.status, r.attempts, r.artifact_key).where(
+            r.parent_job_id.in_(load.ids)
+        ),
+    )
+    assert sorted(x.parent_job_id for x in requests) == sorted(load.ids)  # one each
+    assert {(x.status, x.attempts) for x in requests} == {("succeeded", 1)}  # budget untouched
+    assert all(x.artifact_key for x in requests)
+    attempts = query(
+        pg_schema_url,
+        sql_select(a.request_id, a.status, a.error_code, a.worker_epoch).where(
+            a.request_id.in_([x.id for x in requests])
+        ),
+    )
+    succeeded = [x.request_id for x in attempts if x.status == "succeeded"]
+    assert sorted(succeeded) == sorted(x.id for x in requests)  # one success each, no duplicate
+    others = {(x.status, x.error_code) for x in attempts if x.status != "succeeded"}
+    assert others <= {("failed", "RENDER_WORKER_STOPPED"), ("failed", "RENDER_NO_FREE_SLOT")}
+    by_job = {x.parent_job_id: x.id for x in requests}
+    handed = {
+        (x.worker_epoch, x.request_id) for x in attempts if x.error_code == "RENDER_WORKER_STOPPED"
+    }
+    for epoch, job_id in slow_on.items():  # each drain handed its slow page back
+        assert (epoch, by_job[job_id]) in handed, (epoch, job_id, attempts)
+    rows = query(pg_schema_url, sql_select(render_workers.c.name, render_workers.c.epoch))
+    assert {x.epoch for x in rows}.isdisjoint(slow_on)
+    assert output.count("drained; starting its replacement") == 2, output[-3000:]
+    assert "exited; restarting in" not in output, output[-3000:]

@@ -9,6 +9,7 @@ that lost a lock race.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -150,6 +151,7 @@ class Maintenance:
         self.periodics = periodics
         self.loops: list[Loop] = []
         self._periodic_next: dict[str, datetime] = {}
+        self._prune_batch = settings.job_prune_batch_size
 
     def start(self) -> None:
         """Start recovery and pruning, and the periodic loop when there are periodic jobs."""
@@ -221,13 +223,30 @@ class Maintenance:
         return Tick(due_in=(min(upcoming) - now).total_seconds())
 
     async def prune_tick(self) -> Tick:
-        """Prune one batch; at once again while batches come back full."""
+        """Prune one batch; again while batches come back full.
+
+        A batch is kept within `job_prune_batch_seconds` by its size (halved or more when one
+        took longer, doubled back up to `job_prune_batch_size` when one took under half). On a
+        single-process database the next batch waits as long as this one took, so claims get
+        the writer in between (bench/queue_scale: with 1,000,000 ended jobs, batches of 500
+        back to back held SQLite 150 ms at a time and a probe's claims waited 183 ms at p50).
+        """
         s = self.settings
-        n = await prune_finished(
-            self.db, self.clock.now(), s.job_retention_seconds, s.job_prune_batch_size
-        )
+        limit = self._prune_batch
+        began = time.perf_counter()
+        n = await prune_finished(self.db, self.clock.now(), s.job_retention_seconds, limit)
+        took = time.perf_counter() - began
         self.metrics.pruned += n
-        return MORE if n >= s.job_prune_batch_size else IDLE
+        if n < limit:
+            return IDLE
+        budget = s.job_prune_batch_seconds
+        if took > budget:
+            self._prune_batch = max(1, int(limit * budget / took))
+        elif took < budget / 2:
+            self._prune_batch = min(s.job_prune_batch_size, limit * 2)
+        if self.db.is_single_process:
+            return Tick(active=True, due_in=took)
+        return MORE
 
     async def periodic_tick(self) -> Tick:
         """Enqueue every periodic job whose tick came; due again at the nearest next tick."""

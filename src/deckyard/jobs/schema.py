@@ -6,7 +6,7 @@ from sqlalchemy import Column, ForeignKey, Index, Integer, String, Table, Text
 
 from deckyard.db import JSONPayload, UTCDateTime, metadata, partial_index
 from deckyard.db.types import BigId
-from deckyard.jobs.status import ACTIVE_PREDICATE, Lifecycle, status_in
+from deckyard.jobs.status import ACTIVE_PREDICATE, TERMINAL, Lifecycle, status_in
 
 jobs = Table(
     "jobs",
@@ -47,6 +47,8 @@ jobs = Table(
         unique=True,
     ),
     Index("ix_jobs_status_finished", "status", "finished_at"),
+    # Pruning's oldest-ended-first read (migration 0015).
+    partial_index("ix_jobs_finished_terminal", "finished_at", where=status_in(TERMINAL)),
     Index("ix_jobs_workspace_created", "workspace_id", "created_at"),
     Index("ix_jobs_parent", "parent_id"),
 )

@@ -956,7 +956,7 @@ claimed AS (
         updated_at = :now
     WHERE id IN (
         SELECT id FROM jobs
-        WHERE status = :pending AND queue = ANY(CAST(:queues AS text[])) AND run_at <= :now
+        WHERE status = :pending AND {{queue_match}} AND run_at <= :now
             AND attempt < max_attempts
         ORDER BY priority, run_at, id
         LIMIT :n
@@ -995,8 +995,10 @@ SELECT CASE WHEN row_number() OVER () = 1 THEN head.settled END AS settled,
 FROM head LEFT JOIN claimed ON true
 """
 # `settled` comes once, on the first row, not parsed again on every claimed row.
-_SETTLE_CLAIM = PgStatement.named(
-    _SETTLE_CLAIM_PG,
+# A worker of one queue matches it with `=`: with `= ANY(array)` PostgreSQL cannot walk the
+# pending index in claim order and sorts every pending row of the table instead (bench/
+# queue_scale: 0.37 of the empty table's claim rate with 100,000 pending, 1.14 with `=`).
+_SETTLE_CLAIM_NAMES = dict(
     running=RUNNING,
     pending=PENDING,
     succeeded=JobStatus.SUCCEEDED.value,
@@ -1010,7 +1012,14 @@ _SETTLE_CLAIM = PgStatement.named(
     started=EventType.STARTED.value,
     payload=WAKE_EVENTS,
 )
-"""PostgreSQL's `jobs_settle_claim`: one statement, built once."""
+_SETTLE_CLAIM_ONE = PgStatement.named(
+    _SETTLE_CLAIM_PG.replace("{queue_match}", "queue = :queue"), **_SETTLE_CLAIM_NAMES
+)
+_SETTLE_CLAIM_ANY = PgStatement.named(
+    _SETTLE_CLAIM_PG.replace("{queue_match}", "queue = ANY(CAST(:queues AS text[]))"),
+    **_SETTLE_CLAIM_NAMES,
+)
+"""PostgreSQL's `jobs_settle_claim` for one queue and for several: each built once."""
 
 
 async def _settle_claim_statement(
@@ -1026,13 +1035,16 @@ async def _settle_claim_statement(
         "ids": [i for i, _, _ in done],
         "attempts": [a for _, a, _ in done],
         "results": [None if r is None else json.dumps(r) for _, _, r in done],
-        "queues": list(queues),
         "n": limit,
         "owner": owner,
         "now": now,
         "until": now + timedelta(seconds=lease),
     }
-    rows = await db.write_statement(_SETTLE_CLAIM, params, wake=(WAKE_EVENTS,))
+    if len(queues) == 1:
+        statement, params["queue"] = _SETTLE_CLAIM_ONE, queues[0]
+    else:
+        statement, params["queues"] = _SETTLE_CLAIM_ANY, list(queues)
+    rows = await db.write_statement(statement, params, wake=(WAKE_EVENTS,))
     settled = next(r["settled"] for r in rows if r["settled"] is not None)
     statuses = {int(i): str(status) for i, status in settled}
     claimed = sorted((_job_of(r) for r in rows if r["id"] is not None), key=_claim_order)

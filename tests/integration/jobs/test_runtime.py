@@ -472,6 +472,33 @@ async def test_prune_removes_old_finished_jobs_in_batches(db: Database) -> None:
     assert [j.id for j in await rt.list()] == [jobs_[4].id]
 
 
+async def test_prune_batches_shrink_to_their_time_budget(db: Database) -> None:
+    """A batch longer than `job_prune_batch_seconds` makes the next one smaller; on SQLite the
+    next batch waits as long as the last took (claims get the one writer in between)."""
+    rt = make_runtime(db, job_prune_batch_size=4, job_prune_batch_seconds=1e-9)
+    made = await rt.enqueue_many([EnqueueSpec("k", queue="q") for _ in range(9)])
+    async with db.write_transaction() as conn:
+        await conn.execute(
+            update(jobs)
+            .where(jobs.c.id.in_([j.id for j in made]))
+            .values(status="succeeded", finished_at=rt.clock.now() - timedelta(days=30))
+        )
+    maintenance = rt.maintenance
+    first = await maintenance.prune_tick()
+    assert maintenance.metrics.pruned == 4  # the configured size, then cut to the budget
+    assert first.active
+    if db.is_single_process:
+        assert not first.more and first.due_in is not None and first.due_in > 0
+    else:
+        assert first.more
+    sizes = []
+    while (await maintenance.prune_tick()).active:
+        sizes.append(maintenance.metrics.pruned)
+    assert maintenance.metrics.pruned == 9
+    assert sizes[0] == 5  # one row at a time after the first batch blew its budget
+    assert await rt.list() == []
+
+
 async def test_many_waiters_share_one_reader(db_url: str) -> None:
     from deckyard.db import current_loop
     from deckyard.db.migrate import upgrade

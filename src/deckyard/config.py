@@ -199,12 +199,6 @@ class Settings(BaseSettings):
     job_retention_seconds: float = Field(7 * 24 * 3600.0, gt=0)
     job_prune_interval_seconds: float = Field(3600.0, gt=0)
     job_prune_batch_size: int = Field(500, ge=1, le=100_000)
-    job_prune_batch_seconds: float = Field(
-        0.03,
-        gt=0,
-        description="Longest a pruning batch should take: batches shrink to fit it. On SQLite a "
-        "batch holds the one writer (and the event loop), so a long one stalls every claim.",
-    )
     job_periodic_check_seconds: float = Field(1.0, gt=0)
     loop_error_backoff_seconds: float = Field(1.0, gt=0)
     loop_error_backoff_max_seconds: float = Field(30.0, gt=0)

@@ -151,7 +151,6 @@ class Maintenance:
         self.periodics = periodics
         self.loops: list[Loop] = []
         self._periodic_next: dict[str, datetime] = {}
-        self._prune_batch = settings.job_prune_batch_size
 
     def start(self) -> None:
         """Start recovery and pruning, and the periodic loop when there are periodic jobs."""
@@ -225,27 +224,20 @@ class Maintenance:
     async def prune_tick(self) -> Tick:
         """Prune one batch; again while batches come back full.
 
-        A batch is kept within `job_prune_batch_seconds` by its size (halved or more when one
-        took longer, doubled back up to `job_prune_batch_size` when one took under half). On a
-        single-process database the next batch waits as long as this one took, so claims get
-        the writer in between (bench/queue_scale: with 1,000,000 ended jobs, batches of 500
-        back to back held SQLite 150 ms at a time and a probe's claims waited 183 ms at p50).
+        On a single-process database the next batch waits as long as this one took, so claims
+        get the one writer in between (bench/queue_scale: with 1,000,000 ended jobs, batches of
+        500 back to back held SQLite 150 ms at a time and a probe's claims waited 183 ms at p50).
         """
         s = self.settings
-        limit = self._prune_batch
         began = time.perf_counter()
-        n = await prune_finished(self.db, self.clock.now(), s.job_retention_seconds, limit)
-        took = time.perf_counter() - began
+        n = await prune_finished(
+            self.db, self.clock.now(), s.job_retention_seconds, s.job_prune_batch_size
+        )
         self.metrics.pruned += n
-        if n < limit:
+        if n < s.job_prune_batch_size:
             return IDLE
-        budget = s.job_prune_batch_seconds
-        if took > budget:
-            self._prune_batch = max(1, int(limit * budget / took))
-        elif took < budget / 2:
-            self._prune_batch = min(s.job_prune_batch_size, limit * 2)
         if self.db.is_single_process:
-            return Tick(active=True, due_in=took)
+            return Tick(active=True, due_in=time.perf_counter() - began)
         return MORE
 
     async def periodic_tick(self) -> Tick:

@@ -456,7 +456,8 @@ class Settings(BaseSettings):
     deck_fetch_remote: bool = Field(
         True,
         description="Download the images, fonts and stylesheets a deck refers to by URL when "
-        "it is uploaded or validated (through the SSRF guard; off refuses them).",
+        "it is uploaded or validated (through the SSRF guard; off refuses them). A workspace's "
+        "`fetch_remote` setting, when not null, decides for that workspace instead.",
     )
     deck_fetch_remote_max_files: int = Field(
         50, ge=0, le=10_000, description="Remote files fetched for one deck; more are warnings."

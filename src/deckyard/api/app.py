@@ -44,6 +44,7 @@ from deckyard.api.tokens import router as tokens_router
 from deckyard.api.tracing import TracingMiddleware
 from deckyard.api.validate import router as validate_router
 from deckyard.api.webhooks import router as webhooks_router
+from deckyard.api.workspace import router as workspace_router
 from deckyard.config import SETTINGS_ENV, Settings
 from deckyard.node import Node
 
@@ -107,6 +108,7 @@ def create_app(settings: Settings, *, node: Node | None = None) -> FastAPI:
     app.include_router(ai_router)
     app.include_router(agents_router)
     app.include_router(webhooks_router)
+    app.include_router(workspace_router)
     app.include_router(dashboard_router)
     app.include_router(dashboard_decks_router)
     install_openapi(app)

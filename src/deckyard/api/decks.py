@@ -30,6 +30,7 @@ from deckyard.api.jobs import JobOut
 from deckyard.api.params import RowId, body_schema
 from deckyard.api.preconditions import etag
 from deckyard.api.remote_fetch import with_remote_files
+from deckyard.api.workspace_settings import fetch_remote_for
 from deckyard.decks.errors import DeckSourceError
 from deckyard.decks.jobs.names import PUBLISH_TASK
 from deckyard.decks.service import DeckService
@@ -130,7 +131,8 @@ def accepted(job: Job) -> JSONResponse:
 
 async def _created(request: Request, principal: Principal, source: DeckSource) -> JSONResponse:
     service = deck_service(request)
-    source = await with_remote_files(source, service.settings)
+    fetch = await fetch_remote_for(service.db, principal.workspace_id, service.settings)
+    source = await with_remote_files(source, service.settings, fetch=fetch)
     made = await service.create_deck(principal.workspace_id, source)
     row = await owned_deck(request, principal, made.deck_id)
     body = DeckCreatedOut(

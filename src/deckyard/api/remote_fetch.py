@@ -2,7 +2,8 @@
 
 Every URL, and every redirect it leads to, must pass `UrlGuard` (public addresses only, unless
 the host is in `renderer_url_allow_hosts`); a file is at most `deck_max_file_bytes` and takes at
-most `deck_fetch_remote_timeout_seconds`. The server fetches when `deck_fetch_remote` is on;
+most `deck_fetch_remote_timeout_seconds`. The server fetches when the workspace's `fetch_remote`
+setting is on, or unset and the server's `deck_fetch_remote` is on (`workspace_settings`);
 `deckyard render` and `deckyard import --fetch-remote` use the same download.
 """
 
@@ -67,9 +68,10 @@ def guarded_fetch(settings: Settings) -> AsyncFetch:
     return fetch
 
 
-async def with_remote_files(source: DeckSource, settings: Settings) -> DeckSource:
-    """`source` with its remote files fetched when `deck_fetch_remote` is on, else as it is."""
-    if not settings.deck_fetch_remote:
+async def with_remote_files(source: DeckSource, settings: Settings, *, fetch: bool) -> DeckSource:
+    """`source` with its remote files fetched when `fetch` (the workspace's effective
+    `fetch_remote`, `fetch_remote_for`), else as it is."""
+    if not fetch:
         return source
     return await fetch_remote_assets(
         source, guarded_fetch(settings), max_files=settings.deck_fetch_remote_max_files

@@ -1,4 +1,4 @@
-"""Workspaces, their API tokens, stored idempotent responses, and the audit log of writes."""
+"""Workspaces and their settings, API tokens, stored idempotent responses, and the audit log."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ workspaces = Table(
     Column("id", String(64), primary_key=True),
     Column("name", String(200), nullable=False),
     Column("created_at", UTCDateTime, nullable=False),
+    Column("settings", JSONPayload),  # `api.workspace_settings`; null follows the server
 )
 
 api_tokens = Table(

@@ -20,6 +20,7 @@ from deckyard.api.decks import deck_service, source_refused
 from deckyard.api.errors import ApiError, error_body
 from deckyard.api.params import body_schema
 from deckyard.api.remote_fetch import with_remote_files
+from deckyard.api.workspace_settings import fetch_remote_for
 from deckyard.decks.errors import DeckSourceError
 from deckyard.decks.source.deck_source import (
     DEFAULT_SLIDE_HEIGHT,
@@ -140,7 +141,8 @@ async def validate(request: Request, principal: Caller) -> JSONResponse:
             deck = await asyncio.to_thread(load_deck_json, _page_deck(raw), service.limits)
     except DeckSourceError as exc:
         raise source_refused(exc) from None
-    deck = await with_remote_files(deck, service.settings)
+    fetch = await fetch_remote_for(service.db, principal.workspace_id, service.settings)
+    deck = await with_remote_files(deck, service.settings, fetch=fetch)
     combined, checks = await service.validator.check_deck(
         deck, workspace_id=principal.workspace_id, keep_artifacts=False
     )

@@ -96,8 +96,8 @@ def test_a_remote_or_missing_import_is_a_problem_saying_what_to_do(limits: DeckL
     out = expand_theme('@import "https://cdn.example/x.css";\n@import "nope.css";', None, {})
     assert [p.message for p in out.problems] == [
         "@import 'https://cdn.example/x.css' is remote and was not fetched (`deckyard render "
-        "--offline`, or the server's deck_fetch_remote is off); render without --offline, or "
-        "download it into assets/",
+        "--offline`, or the workspace's fetch_remote setting or the server's deck_fetch_remote "
+        "is off); render without --offline, or download it into assets/",
         "@import 'nope.css': no such file (nope.css)",
     ]
 

@@ -90,9 +90,9 @@ class AssetResolver:
             raise ReferenceProblem(
                 CompileErrorCode.EXTERNAL_REFERENCE,
                 f"{ref!r} is outside the deck and was not fetched (`deckyard render --offline`, "
-                "or the server's deck_fetch_remote is off); render without --offline to fetch "
-                "it, or run `deckyard import --fetch-remote` (or download it into assets/) "
-                "and refer to it as assets/<file>",
+                "or the workspace's fetch_remote setting or the server's deck_fetch_remote is "
+                "off); render without --offline to fetch it, or run `deckyard import "
+                "--fetch-remote` (or download it into assets/) and refer to it as assets/<file>",
                 reference,
             )
         path = unquote(ref.split("#", 1)[0].split("?", 1)[0])

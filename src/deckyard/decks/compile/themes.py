@@ -135,8 +135,9 @@ def _expand(
             if fetched is None:
                 message = (
                     f"@import {target!r} is remote and was not fetched (`deckyard render "
-                    "--offline`, or the server's deck_fetch_remote is off); render without "
-                    "--offline, or download it into assets/"
+                    "--offline`, or the workspace's fetch_remote setting or the server's "
+                    "deck_fetch_remote is off); render without --offline, or download it into "
+                    "assets/"
                 )
                 out.problems.append(ThemeProblem(origin, line, message))
             elif fetched not in seen:

@@ -1,13 +1,13 @@
 """Remote files a deck loads (images, fonts, stylesheets by URL), fetched into its assets.
 
 The renderer never touches the network, so a remote reference is downloaded before the deck
-is compiled (`deckyard render`, or the server when `deck_fetch_remote` is on) by a fetcher the
-caller passes: the CLI's and the server's go through the SSRF guard of URL renders. Each URL
-becomes the asset `assets/remote/<host>/<key><ext>`, `<key>` a hash of the URL, so the compiler
-finds it from the URL alone (`remote_asset_stem`) and a stored deck compiles again without the
-network. A fetch that fails is a `SourceWarning` and the asset is a transparent image, so the
-slide renders with that picture missing, as Marp shows it; without a fetcher nothing is
-fetched and the compiler refuses the reference.
+is compiled (`deckyard render`, or the server when the workspace's `fetch_remote` is on) by a
+fetcher the caller passes: the CLI's and the server's go through the SSRF guard of URL renders.
+Each URL becomes the asset `assets/remote/<host>/<key><ext>`, `<key>` a hash of the URL, so the
+compiler finds it from the URL alone (`remote_asset_stem`) and a stored deck compiles again
+without the network. A fetch that fails is a `SourceWarning` and the asset is a transparent
+image, so the slide renders with that picture missing, as Marp shows it; without a fetcher
+nothing is fetched and the compiler refuses the reference.
 """
 
 from __future__ import annotations

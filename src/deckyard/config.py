@@ -251,6 +251,17 @@ class Settings(BaseSettings):
         le=21.0,
         description="Text under this contrast ratio with what is behind it is invisible (fails).",
     )
+    renderer_page_audit: bool = Field(
+        True,
+        description="Run axe-core's accessibility rules and the missing-glyph and font-fallback "
+        "check on every document render (after its capture; URL renders are not audited).",
+    )
+    renderer_glyph_scan_limit: int = Field(
+        300,
+        ge=0,
+        le=100_000,
+        description="At most this many text-bearing elements per page get their fonts checked.",
+    )
     renderer_max_batch_ids: int = Field(200, ge=1, le=10_000)
     renderer_tab_reuse_limit: int = Field(
         50,
@@ -475,6 +486,11 @@ class Settings(BaseSettings):
     deck_marp_timeout_seconds: float = Field(
         60.0, gt=0, description="How long Marp's engine (Node) may take to convert one deck."
     )
+    deck_accessibility_errors: bool = Field(
+        False,
+        description="Accessibility findings (RENDER_ACCESSIBILITY) fail a page at the write "
+        "gate instead of warning.",
+    )
     deck_validate_render_timeout_seconds: float = Field(
         75.0,
         gt=0,
@@ -521,6 +537,12 @@ class Settings(BaseSettings):
         False,
         description="Refuse deck and page writes without an If-Match header (428); by default "
         "they are allowed (last writer wins) and recorded as unconditional.",
+    )
+    deck_pdf_warn_bytes_per_slide: int = Field(
+        2 * 1024 * 1024,
+        ge=0,
+        description="A deck export whose PDF is larger than this many bytes a slide succeeds "
+        "with a warning (Chromium rasterises CSS filters, shadows and blend modes); 0: never.",
     )
 
     # --- hosted sites ----------------------------------------------------------------------

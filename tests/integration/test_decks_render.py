@@ -10,6 +10,7 @@ import re
 import struct
 import zipfile
 
+import pikepdf
 import pytest
 from fastapi import FastAPI
 from sqlalchemy import func, select
@@ -117,6 +118,20 @@ async def test_renderer_up(db_url: str) -> None:
         pdf = await client.get(f"/v1/jobs/{done.id}/artifact", headers=alice)
         assert pdf.headers["content-type"] == "application/pdf"
         assert pdf_pages(pdf.content) == 6
+
+        # a tagged PDF on request, navigable like every export
+        tagged = await client.post(f"{base}/export", json={"tagged": True}, headers=alice)
+        done = await rt.wait(tagged.json()["id"], timeout=180)
+        assert done.status == "succeeded", (done.error_code, done.error_message)
+        assert done.result["tagged"] is True
+        pdf = await client.get(f"/v1/jobs/{done.id}/artifact", headers=alice)
+        with pikepdf.open(io.BytesIO(pdf.content)) as document:
+            assert "/StructTreeRoot" in document.Root and "/MarkInfo" in document.Root
+            assert str(document.docinfo.Title) == "Orbit 2.0 Launch"
+            with document.open_outline() as outline:
+                assert len(outline.root) == 6
+        refused = await client.post(f"{base}/export", json={"tagged": "x"}, headers=alice)
+        assert refused.status_code == 422, refused.text
 
         # Build: a ZIP that extracts safely and loads in Chromium with zero failed requests
         build = await client.post(f"{base}/build", headers=alice)

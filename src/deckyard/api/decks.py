@@ -88,6 +88,18 @@ class PublishIn(BaseModel):
     )
 
 
+class ExportIn(BaseModel):
+    """Options of a PDF export; every field may be left out."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tagged: bool = Field(
+        False,
+        description="Chromium's tagged PDF: a structure tree for screen readers and reflow "
+        "(a larger file).",
+    )
+
+
 def deck_service(request: Request) -> DeckService:
     """The app's deck service."""
     service: DeckService = request.app.state.decks
@@ -260,10 +272,21 @@ async def build_deck(request: Request, principal: Caller, deck_id: RowId) -> JSO
 
 
 @router.post("/{deck_id:int}/export", status_code=202, response_model=JobOut)
-async def export_deck(request: Request, principal: Caller, deck_id: RowId) -> JSONResponse:
-    """Export the deck as one PDF (a page per slide, at slide size) as a job."""
+async def export_deck(
+    request: Request,
+    principal: Caller,
+    deck_id: RowId,
+    body: Annotated[ExportIn | None, Body()] = None,
+) -> JSONResponse:
+    """Export the deck as one PDF (a page per slide, at slide size) as a job.
+
+    The PDF has an outline of the slide titles, working `#slide-N` links and the deck's
+    title, author and language. Body (optional): `{"tagged": true}` for a tagged PDF.
+    """
     await owned_deck(request, principal, deck_id)
-    return accepted(await deck_service(request).export(principal.workspace_id, deck_id))
+    tagged = body.tagged if body else False
+    job = await deck_service(request).export(principal.workspace_id, deck_id, tagged=tagged)
+    return accepted(job)
 
 
 @router.post("/{deck_id:int}/publish", status_code=202, response_model=TaskRef)

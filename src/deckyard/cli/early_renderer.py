@@ -85,16 +85,17 @@ def launch(
     *,
     offline: bool = False,
     strict: bool = False,
+    pdf_tagged: bool = False,
 ) -> int:
     """Run the pipeline for the CLI with its renderer started first; returns the exit code.
 
-    `offline` and `strict` as in `run_pipeline`.
+    `offline`, `strict` and `pdf_tagged` as in `run_pipeline`.
 
     The process exits right after: what the run made is frozen first, so the interpreter's
     last collection does not walk it (`deckyard.startup`).
     """
     try:
-        options = {"offline": offline, "strict": strict}
+        options = {"offline": offline, "strict": strict, "pdf_tagged": pdf_tagged}
         return asyncio.run(_launch(deck_dir, out, formats, database_url, verbose, options))
     finally:
         before_exit()

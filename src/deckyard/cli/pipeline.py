@@ -207,10 +207,13 @@ def _write(dest: Path, data: bytes) -> None:
 class Pipeline:
     """One run over a stored deck: validate, then the artefacts asked for."""
 
-    def __init__(self, service: DeckService, deck_id: int, progress: Progress) -> None:
+    def __init__(
+        self, service: DeckService, deck_id: int, progress: Progress, *, pdf_tagged: bool = False
+    ) -> None:
         self.service = service
         self.deck_id = deck_id
         self.progress = progress
+        self.pdf_tagged = pdf_tagged
         self.export_job: Job | None = None
         """The `deck.export` job enqueued while the pages were rendering, until `artefacts`
         takes it."""
@@ -257,7 +260,7 @@ class Pipeline:
     async def _export_once_rendering(self, validate_job_id: int) -> Job | None:
         async for event in self.service.runtime.events(validate_job_id, follow=True):
             if event.type == RENDER_REQUEST_EVENT:
-                return await self.service.export(WORKSPACE, self.deck_id)
+                return await self.service.export(WORKSPACE, self.deck_id, tagged=self.pdf_tagged)
         return None
 
     async def drop_unused_export(self) -> None:
@@ -281,6 +284,8 @@ class Pipeline:
             return
         await asyncio.to_thread(_write, dest, found[0])
         report.files.append(dest)
+        if isinstance(done.result, dict):
+            report.warnings.extend(f"{what}: {w}" for w in done.result.get("warnings") or [])
 
     async def artefacts(
         self, out: Path, formats: set[str], report: RunReport, site_deck_id: int | None = None
@@ -319,7 +324,9 @@ class Pipeline:
         if "zip" in formats:
             work.append((await self.service.build(WORKSPACE, whole), out / "site.zip", "build"))
         if "pdf" in formats:
-            job = self.export_job or await self.service.export(WORKSPACE, whole)
+            job = self.export_job or await self.service.export(
+                WORKSPACE, whole, tagged=self.pdf_tagged
+            )
             self.export_job = None
             work.append((job, out / "deck.pdf", "export"))
         bar = self.progress.add_task("pdf, site", total=len(work)) if work else None
@@ -386,6 +393,7 @@ async def run_pipeline(
     *,
     offline: bool = False,
     strict: bool = False,
+    pdf_tagged: bool = False,
 ) -> RunReport:
     """Load, store and check the deck; with `out`, also write the artefacts in `formats`.
 
@@ -393,6 +401,7 @@ async def run_pipeline(
     Remote files the deck loads are fetched first unless `offline` (the compiler then refuses
     them). A page that fails is left out of the PDF and the site and gets no PNG, the others
     are written all the same; with `strict` nothing is written unless every page passed.
+    `pdf_tagged` makes the PDF a tagged one.
     """
     earlier = prepare_output(out) if out is not None else set()
     cache = cache_dir()
@@ -441,7 +450,7 @@ async def run_pipeline(
                     created = await service.create_deck(WORKSPACE, source, await compiling)
                     live = await _wait_for_renderer(service)
                     progress.update(starting, completed=1)
-                    pipeline = Pipeline(service, created.deck_id, progress)
+                    pipeline = Pipeline(service, created.deck_id, progress, pdf_tagged=pdf_tagged)
                     export_early = out is not None and "pdf" in formats
                     try:
                         await pipeline.validate(report, export_early=export_early)
@@ -533,6 +542,7 @@ async def run_command(
     *,
     offline: bool = False,
     strict: bool = False,
+    pdf_tagged: bool = False,
 ) -> int:
     """Run the pipeline for the CLI and return its exit code."""
     console = Console(highlight=False)
@@ -545,7 +555,15 @@ async def run_command(
     logging.basicConfig(level=logging.INFO if verbose else logging.ERROR)
     try:
         report = await run_pipeline(
-            deck_dir, out, wanted, database_url, console, early, offline=offline, strict=strict
+            deck_dir,
+            out,
+            wanted,
+            database_url,
+            console,
+            early,
+            offline=offline,
+            strict=strict,
+            pdf_tagged=pdf_tagged,
         )
     except OutputFolderError as exc:
         err.print(f"deckyard: {exc}", markup=False)

@@ -64,6 +64,10 @@ def render(
     strict: Annotated[
         bool, typer.Option("--strict", help="Write nothing unless every page passed.")
     ] = False,
+    pdf_tagged: Annotated[
+        bool,
+        typer.Option("--pdf-tagged", help="Make deck.pdf a tagged PDF (for screen readers)."),
+    ] = False,
 ) -> None:
     """Validate, screenshot, build and export a deck with its own renderer.
 
@@ -81,7 +85,16 @@ def render(
     from deckyard.cli.early_renderer import launch
 
     raise typer.Exit(
-        launch(deck_dir, out, formats, database_url, verbose, offline=offline, strict=strict)
+        launch(
+            deck_dir,
+            out,
+            formats,
+            database_url,
+            verbose,
+            offline=offline,
+            strict=strict,
+            pdf_tagged=pdf_tagged,
+        )
     )
 
 

@@ -253,11 +253,12 @@ class DeckService:
         """Enqueue `deck.build`."""
         return await self._enqueue(DeckJobKind.DECK_BUILD, {"deck_id": deck_id}, workspace_id, None)
 
-    async def export(self, workspace_id: str, deck_id: int) -> Job:
-        """Enqueue `deck.export` (PDF)."""
-        return await self._enqueue(
-            DeckJobKind.DECK_EXPORT, {"deck_id": deck_id}, workspace_id, None
-        )
+    async def export(self, workspace_id: str, deck_id: int, *, tagged: bool = False) -> Job:
+        """Enqueue `deck.export` (PDF); `tagged` asks for Chromium's tagged PDF."""
+        payload: dict[str, Any] = {"deck_id": deck_id}
+        if tagged:
+            payload["tagged"] = True
+        return await self._enqueue(DeckJobKind.DECK_EXPORT, payload, workspace_id, None)
 
     async def publish(
         self,

@@ -123,6 +123,9 @@ class RenderInput(BaseModel):
     wait: WaitRules = Field(default_factory=WaitRules)
     timeout_seconds: float | None = Field(None, gt=0)
     fail_on_page_error: bool = False
+    pdf_tagged: bool = Field(
+        False, description="With format pdf: Chromium's tagged PDF (`page.pdf(tagged=True)`)."
+    )
     capture: bool = Field(
         True,
         description="False: load, settle and inspect the page only, for its diagnostics (a "
@@ -154,6 +157,8 @@ class RenderInput(BaseModel):
             raise ValueError("quality applies only to jpeg and webp")
         if self.clip_selector is not None and self.full_page:
             raise ValueError("clip_selector and full_page exclude each other")
+        if self.pdf_tagged and self.format != "pdf":
+            raise ValueError("pdf_tagged applies only to pdf")
         return self
 
     def fingerprint(self) -> str:
@@ -207,12 +212,36 @@ class RequestProblem(BaseModel):
     reason: str
 
 
+class AccessibilityProblem(BaseModel):
+    """An axe-core rule a document broke: the rule id, its impact, where, and what is wrong."""
+
+    rule: str
+    impact: str | None = None
+    target: str
+    message: str
+
+
+class GlyphProblem(BaseModel):
+    """Text drawn without a glyph (tofu) or in a font the page never named (fallback).
+
+    `characters` are the characters concerned (missing glyphs only), `requested` the
+    `font-family` the element asked for, `drawn_with` the fonts Chromium actually used.
+    """
+
+    element: str
+    text: str
+    characters: str = ""
+    requested: str
+    drawn_with: list[str] = Field(default_factory=list)
+
+
 class Timings(BaseModel):
     """Milliseconds spent per phase; `capture` includes Chromium's own encoding."""
 
     navigate_ms: float = 0.0
     settle_ms: float = 0.0
     capture_ms: float = 0.0
+    audit_ms: float = 0.0
     encode_ms: float = 0.0
     total_ms: float = 0.0
 
@@ -228,6 +257,9 @@ class Diagnostics(BaseModel):
     fonts_not_loaded: list[str] = Field(default_factory=list)
     overflow: list[str] = Field(default_factory=list)
     invisible_text: list[str] = Field(default_factory=list)
+    accessibility: list[AccessibilityProblem] = Field(default_factory=list)
+    missing_glyphs: list[GlyphProblem] = Field(default_factory=list)
+    font_fallbacks: list[GlyphProblem] = Field(default_factory=list)
     document_width: int | None = None
     document_height: int | None = None
     truncated: bool = False

@@ -24,6 +24,8 @@ from deckyard.decks.source.deck_source import DeckSource, PageKind, PageSource
 from deckyard.decks.source.limits import DeckLimits
 from deckyard.decks.source.reveal_html import print_page, slide_position
 
+SLIDE_ANCHOR_PREFIX = "slide-"
+"""A slide of the print document has the id `slide-N` (N from 1): `#slide-3` links to slide 3."""
 _FONT_FORMATS = {".woff2": "woff2", ".woff": "woff", ".ttf": "truetype", ".otf": "opentype"}
 
 
@@ -138,10 +140,13 @@ def _base_css(width: int, height: int, *, print_mode: bool) -> str:
     return css
 
 
-def _slide(part: PagePart, number: int) -> str:
+def _slide(part: PagePart, number: int, *, print_mode: bool) -> str:
+    """One slide's root; in the print document it carries `id="slide-N"`, so a link to
+    `#slide-N` becomes a link to that page of the PDF."""
     classes = " ".join(["slide", *part.slide_classes])
+    anchor = f' id="{SLIDE_ANCHOR_PREFIX}{number}"' if print_mode else ""
     return (
-        f'<div class="{html.escape(classes)}" data-page="{part.name}" '
+        f'<div class="{html.escape(classes)}"{anchor} data-page="{part.name}" '
         f'data-kind="{part.kind.value}" data-number="{number}">{part.body_html}</div>'
     )
 
@@ -175,7 +180,9 @@ def _document(
         for label, css in styles
         if css
     )
-    body = "\n".join(_slide(part, first_number + i) for i, part in enumerate(parts))
+    body = "\n".join(
+        _slide(part, first_number + i, print_mode=print_mode) for i, part in enumerate(parts)
+    )
     if any(f'<pre class="{MERMAID_CLASS}">' in part.body_html for part in parts):
         body += "\n" + mermaid_scripts()
     return (

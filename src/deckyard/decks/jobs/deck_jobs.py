@@ -7,6 +7,7 @@ Both store their output in the artefact store and name it in the job's result
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import io
@@ -26,6 +27,7 @@ from deckyard.decks.jobs.names import (
     DeckEvent,
     DeckJobErrorCode,
 )
+from deckyard.decks.pdf_navigation import deck_outline, navigable_pdf, size_warning
 from deckyard.decks.site.build import INDEX as SITE_INDEX
 from deckyard.decks.site.build import MANIFEST as SITE_MANIFEST
 from deckyard.decks.site.build import build_site
@@ -149,9 +151,15 @@ class DeckJobs:
         }
 
     async def export(self, ctx: JobContext) -> dict[str, Any]:
-        """Render the print document (one printed page per slide, at slide size) as a PDF."""
+        """Render the print document (one printed page per slide, at slide size) as a PDF,
+        then make it navigable (`pdf_navigation`: outline, slide links, metadata).
+
+        `tagged` in the payload asks Chromium for a tagged PDF. A PDF over its size budget
+        (`deck_pdf_warn_bytes_per_slide`) is kept, with a warning in the result.
+        """
         workspace = workspace_of(ctx)
         deck_id = int(ctx.payload["deck_id"])
+        tagged = bool(ctx.payload.get("tagged"))
         row, source = await load_deck(self.db, deck_id, workspace)
         try:
             document = compile_print_document(source, self.limits)
@@ -164,6 +172,7 @@ class DeckJobs:
                 "height": source.height,
                 "format": "pdf",
                 "media": "print",
+                "pdf_tagged": tagged,
             }
         )
         outcome = await self.gateway.run(
@@ -177,12 +186,34 @@ class DeckJobs:
         if outcome.job is not None:
             await ctx.emit(DeckEvent.RENDER_JOB, {"job_id": outcome.job.id})
         result = outcome.result
+        printed = await self.store.get(result["artifact_key"])
+        if printed is None:
+            raise JobError(
+                DeckJobErrorCode.ARTIFACT_MISSING,
+                f"the render's PDF {result['artifact_key']} is gone from the store",
+                retryable=True,
+            )
+        manifest = source.manifest
+        facts = deck_outline(document, manifest.title, manifest.author, manifest.lang)
+        data = await asyncio.to_thread(navigable_pdf, printed, facts)
+        key = f"decks/{workspace}/{deck_id}/export-job-{ctx.id}.pdf"
+        await self.store.put(key, data)
+        warnings = []
+        warning = size_warning(
+            len(data), len(source.pages), self.settings.deck_pdf_warn_bytes_per_slide
+        )
+        if warning is not None:
+            warnings.append(warning)
+            await ctx.emit(DeckEvent.PDF_SIZE_WARNING, {"size": len(data), "message": warning})
         return {
             "deck_id": deck_id,
             "deck_version": row.version,
             "page_count": len(source.pages),
-            "artifact_key": result["artifact_key"],
+            "artifact_key": key,
             "content_type": result["content_type"],
-            "size": result["size"],
-            "sha256": result["sha256"],
+            "size": len(data),
+            "sha256": hashlib.sha256(data).hexdigest(),
+            "tagged": tagged,
+            "outline": facts.slide_titles,
+            "warnings": warnings,
         }

@@ -34,6 +34,7 @@ class DeckJobErrorCode(StrEnum):
     EDIT_CONFLICT = "EDIT_CONFLICT"
     TOO_MANY_PAGES = "DECK_TOO_MANY_PAGES"
     ASSET_GONE = "ASSET_GONE"
+    ARTIFACT_MISSING = "DECK_EXPORT_ARTIFACT_MISSING"
 
 
 class DeckEvent(StrEnum):
@@ -47,6 +48,7 @@ class DeckEvent(StrEnum):
     SITE_LOADED = "site_loaded"
     SITE_LIVE = "site_live"
     UNCONDITIONAL_WRITE = "unconditional_write"
+    PDF_SIZE_WARNING = "pdf_size_warning"
 
 
 class BrowserCheck(StrEnum):

@@ -75,13 +75,14 @@ class FontSpec(_Strict):
 
 
 class DeckManifest(_Strict):
-    """`deck.toml`: title, slide size, theme stylesheet, page order and fonts.
+    """`deck.toml`: title, author, slide size, theme stylesheet, page order and fonts.
 
     `pages`, when given, lists every page file in `pages/` in showing order (`"01-cover.md"`);
     when absent, pages are shown in file-name order.
     """
 
     title: str = Field(min_length=1, max_length=300)
+    author: str | None = Field(None, min_length=1, max_length=300)
     lang: str = Field("en", pattern=LANG_PATTERN)
     slide: SlideSize = Field(default_factory=SlideSize)
     theme: str | None = Field(None, min_length=1, max_length=MAX_PATH_LENGTH)

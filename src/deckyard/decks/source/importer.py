@@ -59,6 +59,8 @@ def _manifest(deck: DeckSource, theme: str | None) -> str:
         f"title = {_toml_string(deck.manifest.title)}",
         f"lang = {_toml_string(deck.manifest.lang)}",
     ]
+    if deck.manifest.author:
+        lines.append(f"author = {_toml_string(deck.manifest.author)}")
     if theme:
         lines.append(f"theme = {_toml_string(theme)}")
     lines += ["", "[slide]", f"width = {deck.width}", f"height = {deck.height}", ""]

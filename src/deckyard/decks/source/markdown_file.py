@@ -241,6 +241,9 @@ def deck_from_markdown(
     raw: dict[str, Any] = {"title": _title(deck, filename), "slide": size}
     if isinstance(lang, str) and re.match(LANG_PATTERN, lang):
         raw["lang"] = lang
+    author = deck.deck.get("author")
+    if isinstance(author, str) and author.strip():
+        raw["author"] = author.strip()[:300]
     if path is not None:
         raw["theme"] = path
     manifest = parse_manifest(raw, file=filename, prefix="")

@@ -222,6 +222,10 @@ def deck_from_reveal_html(
     lang = soup.html.get("lang") if soup.html else None
     if isinstance(lang, str) and re.match(r"^[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8})*$", lang):
         raw["lang"] = lang
+    author = soup.find("meta", attrs={"name": "author"})
+    content = author.get("content") if author else None
+    if isinstance(content, str) and content.strip():
+        raw["author"] = content.strip()[:300]
     manifest = parse_manifest(raw, file=filename, prefix="")
     assets = {ASSETS_DIR + path: data for path, data in files.items() if path != filename}
     source = assemble_deck(manifest, assets, limits, manifest_file=filename, extra_pages=pages)

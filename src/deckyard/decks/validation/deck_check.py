@@ -32,11 +32,13 @@ from deckyard.render.protocol import RenderErrorCode
 NO_RENDERER = "no renderer is up; start one (deckyard serve --renderers 1) and retry"
 
 
-def page_stage(outcome: PageRender) -> StageOutcome:
+def page_stage(outcome: PageRender, *, accessibility_errors: bool = False) -> StageOutcome:
     """The render stage of one page's outcome (the same mapping as a screenshot job's)."""
     if outcome.error_code is not None:
         return render_outcome_from_error(outcome.error_code, outcome.message)
-    return render_outcome_from_diagnostics((outcome.result or {}).get("diagnostics") or {})
+    return render_outcome_from_diagnostics(
+        (outcome.result or {}).get("diagnostics") or {}, accessibility_errors=accessibility_errors
+    )
 
 
 async def render_specs(
@@ -80,7 +82,10 @@ async def check_pages(
     for name, spec, outcome in zip(
         names, specs, await render_specs(validator, ctx, specs), strict=True
     ):
-        result = validation_result(compile_outcome([]), page_stage(outcome), page=name)
+        stage = page_stage(
+            outcome, accessibility_errors=validator.settings.deck_accessibility_errors
+        )
+        result = validation_result(compile_outcome([]), stage, page=name)
         rendered: dict[str, Any] | None = None
         if outcome.error_code is None and outcome.result:
             rendered = outcome.result

@@ -101,7 +101,8 @@ class PageValidator:
             timeout=self.settings.deck_validate_render_timeout_seconds,
             keep_artifact=keep_artifact,
         )
-        result = validation_result(compile_outcome([]), outcome.stage(), page=name)
+        stage = outcome.stage(accessibility_errors=self.settings.deck_accessibility_errors)
+        result = validation_result(compile_outcome([]), stage, page=name)
         return PageCheck(
             name,
             result,

@@ -40,11 +40,13 @@ class RenderOutcome:
             return self.request_result or {}
         return self.job.result
 
-    def stage(self) -> StageOutcome:
+    def stage(self, *, accessibility_errors: bool = False) -> StageOutcome:
         """The render stage of a validation for this outcome."""
         if self.error_code is not None:
             return render_outcome_from_error(self.error_code, self.message)
-        return render_outcome_from_diagnostics(self.result.get("diagnostics") or {})
+        return render_outcome_from_diagnostics(
+            self.result.get("diagnostics") or {}, accessibility_errors=accessibility_errors
+        )
 
 
 class RenderGateway:

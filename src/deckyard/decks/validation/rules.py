@@ -14,8 +14,9 @@ Which render diagnostics fail a page, and which only warn:
   page needs no network, so any request problem means it renders differently than it should.
 * warning: overflow (elements outside the slide, clipped content; one warning per slide naming
   the first element and how many more) and console errors, which are often an author's own
-  logging. Warnings keep the result `passed`, with the render stage at
-  `warning`, for a human to look at.
+  logging; missing glyphs and font fallbacks; accessibility findings (axe-core's rules), unless
+  `deck_accessibility_errors` makes them errors. Warnings keep the result `passed`, with the
+  render stage at `warning`, for a human to look at.
 
 `is_validation_passed` is the only place that decides whether a result passed.
 """
@@ -39,7 +40,13 @@ from deckyard.decks.validation.result import (
     ValidationResult,
     ValidationStatus,
 )
-from deckyard.render.protocol import Diagnostics, ErrorKind, error_kind, is_retryable
+from deckyard.render.protocol import (
+    Diagnostics,
+    ErrorKind,
+    GlyphProblem,
+    error_kind,
+    is_retryable,
+)
 
 _RENDER_FAILURES: tuple[tuple[str, DiagnosticCode, str], ...] = (
     ("page_errors", DiagnosticCode.PAGE_ERROR, "uncaught error"),
@@ -115,8 +122,44 @@ def _render_item(code: DiagnosticCode, what: str, item: str, severity: Severity)
     )
 
 
-def render_outcome_from_diagnostics(diagnostics: Diagnostics | Mapping[str, Any]) -> StageOutcome:
-    """The render stage from the renderer's diagnostics (a model or its JSON form)."""
+def _glyph_items(diag: Diagnostics) -> list[Diagnostic]:
+    found = []
+    for glyph in diag.missing_glyphs:
+        chars = ", ".join(f"{c!r} (U+{ord(c):04X})" for c in glyph.characters)
+        found.append(
+            _render_item(
+                DiagnosticCode.MISSING_GLYPH,
+                "no installed font has a glyph for",
+                f"{chars} in {_where(glyph)}; font asked for: {glyph.requested} "
+                f"(drawn with {', '.join(glyph.drawn_with)})",
+                Severity.WARNING,
+            )
+        )
+    for glyph in diag.font_fallbacks:
+        found.append(
+            _render_item(
+                DiagnosticCode.FONT_FALLBACK,
+                "font fallback",
+                f"{_where(glyph)} asked for {glyph.requested} but was drawn with "
+                f"{', '.join(glyph.drawn_with)}",
+                Severity.WARNING,
+            )
+        )
+    return found
+
+
+def _where(glyph: GlyphProblem) -> str:
+    return f'{glyph.element} "{glyph.text}"'
+
+
+def render_outcome_from_diagnostics(
+    diagnostics: Diagnostics | Mapping[str, Any], *, accessibility_errors: bool = False
+) -> StageOutcome:
+    """The render stage from the renderer's diagnostics (a model or its JSON form).
+
+    Accessibility findings warn, or fail the page with `accessibility_errors`
+    (`deck_accessibility_errors`).
+    """
     diag = (
         diagnostics
         if isinstance(diagnostics, Diagnostics)
@@ -154,6 +197,17 @@ def render_outcome_from_diagnostics(diagnostics: Diagnostics | Mapping[str, Any]
         _render_item(DiagnosticCode.CONSOLE_ERROR, "console error", item, Severity.WARNING)
         for item in diag.console_errors
     ]
+    a11y = Severity.ERROR if accessibility_errors else Severity.WARNING
+    found += [
+        _render_item(
+            DiagnosticCode.ACCESSIBILITY,
+            f"accessibility ({problem.rule})",
+            f"{problem.message}: {problem.target}",
+            a11y,
+        )
+        for problem in diag.accessibility
+    ]
+    found += _glyph_items(diag)
     if diag.truncated:
         found.append(
             _render_item(

@@ -103,6 +103,11 @@ class ScreenshotSpec(BaseModel):
     media: Literal["screen", "print"] = "screen"
     wait: WaitRules = Field(default_factory=WaitRules)
     fail_on_page_error: bool = False
+    pdf_tagged: bool = Field(
+        False,
+        description="With format pdf: Chromium's tagged PDF (a structure tree for screen "
+        "readers); a larger file.",
+    )
 
     @field_validator("url")
     @classmethod
@@ -123,6 +128,13 @@ class ScreenshotSpec(BaseModel):
             raise ValueError("applies only to jpeg and webp")
         return quality
 
+    @field_validator("pdf_tagged")
+    @classmethod
+    def _tagged_pdf(cls, tagged: bool, info: ValidationInfo) -> bool:
+        if tagged and info.data.get("format") != "pdf":
+            raise ValueError("applies only to pdf")
+        return tagged
+
     @field_validator("clip_selector")
     @classmethod
     def _clip_or_full(cls, selector: str | None, info: ValidationInfo) -> str | None:
@@ -137,6 +149,9 @@ class ScreenshotSpec(BaseModel):
         picture: a check whose picture nobody keeps (`POST /v1/validate`).
         """
         data = self.model_dump(mode="json", exclude={"html", "files"})
+        if not self.pdf_tagged:
+            # left out unless asked: the input hash of every other render stays as it was
+            del data["pdf_tagged"]
         data["document"] = self.html
         if self.files is not None:
             data["files"] = self.files

@@ -14,7 +14,8 @@ overflowing the viewport and text drawn in (nearly) its background's colour (one
 page instead of two). The script lays the page out first, then waits for `document.fonts.ready` and
 for every loaded image to be decoded: the capture follows signals, not a fixed delay. Every list is
 capped at `renderer_diagnostics_max_items` entries of at most `renderer_diagnostics_max_chars`
-characters, and `truncated` says when something was dropped.
+characters, and `truncated` says when something was dropped. A document render is then audited
+(`audit.py`: axe-core's accessibility rules, missing glyphs, font fallbacks) after its capture.
 """
 
 from __future__ import annotations
@@ -29,12 +30,15 @@ from playwright.async_api import Error as PlaywrightError
 
 from deckyard.config import Settings
 from deckyard.render.protocol import (
+    AccessibilityProblem,
     Diagnostics,
+    GlyphProblem,
     RenderErrorCode,
     RenderInput,
     RequestProblem,
     Timings,
 )
+from deckyard.render.renderer.browser.audit import audit_page
 from deckyard.render.renderer.browser.pool import NO_PEER_NETWORK_SCRIPT
 from deckyard.render.renderer.browser.tabs import DOCUMENT_ORIGIN, DocumentTab, close_context
 from deckyard.render.renderer.proxy import BLOCKED_HEADER, EgressProxy
@@ -160,6 +164,9 @@ class DiagnosticsCollector:
         self.fonts_not_loaded: list[str] = []
         self.overflow: list[str] = []
         self.invisible_text: list[str] = []
+        self.accessibility: list[AccessibilityProblem] = []
+        self.missing_glyphs: list[GlyphProblem] = []
+        self.font_fallbacks: list[GlyphProblem] = []
         self.document_width: int | None = None
         self.document_height: int | None = None
         self.navigation_blocked: str | None = None
@@ -237,6 +244,29 @@ class DiagnosticsCollector:
                 if self._room(target):
                     target.append(self._shown(str(item)))
 
+    def add_audit(
+        self,
+        accessibility: list[AccessibilityProblem],
+        missing: list[GlyphProblem],
+        fallbacks: list[GlyphProblem],
+    ) -> None:
+        """Record what the audit after the capture found (capped like every list)."""
+        for problem in accessibility:
+            if self._room(self.accessibility):
+                self.accessibility.append(
+                    problem.model_copy(
+                        update={
+                            "target": self._cut(problem.target),
+                            "message": self._cut(problem.message),
+                        }
+                    )
+                )
+        for found, target in ((missing, self.missing_glyphs), (fallbacks, self.font_fallbacks)):
+            for glyph in found:
+                if self._room(target):
+                    cut = {"text": self._cut(glyph.text), "characters": self._cut(glyph.characters)}
+                    target.append(glyph.model_copy(update=cut))
+
     def build(self, timings: Timings) -> Diagnostics:
         """The diagnostics gathered so far."""
         return Diagnostics(
@@ -248,6 +278,9 @@ class DiagnosticsCollector:
             fonts_not_loaded=self.fonts_not_loaded,
             overflow=self.overflow,
             invisible_text=self.invisible_text,
+            accessibility=self.accessibility,
+            missing_glyphs=self.missing_glyphs,
+            font_fallbacks=self.font_fallbacks,
             document_width=self.document_width,
             document_height=self.document_height,
             truncated=self.truncated,
@@ -335,6 +368,11 @@ class CaptureSession:
                 capture_start = time.monotonic()
                 data = await self._shoot(page)
                 self.timings.capture_ms = _ms(capture_start)
+            if self._tab is not None and self._settings.renderer_page_audit:
+                audit_start = time.monotonic()
+                found = await audit_page(page, glyph_limit=self._settings.renderer_glyph_scan_limit)
+                self._collector.add_audit(*found)
+                self.timings.audit_ms = _ms(audit_start)
         except PlaywrightError:
             self._check_still_there(page)
             raise
@@ -439,6 +477,7 @@ class CaptureSession:
                 width=f"{render.width}px",
                 height=f"{render.height}px",
                 print_background=not render.omit_background,
+                tagged=render.pdf_tagged,
             )
         if render.format == "webp":
             return await self._cdp_capture(page, clip)

@@ -1,0 +1,342 @@
+"""A document's audit after its capture: axe-core's accessibility rules, glyphs and fonts.
+
+Runs in the same visit as the render, after the picture was taken (nothing the audit does to
+the page can show in it), over one CDP session of its own that is detached afterwards.
+
+**Accessibility.** axe-core (`vendor/js/package.json`, pinned by its lock file; read once per
+process) is evaluated into the page and runs the rules in `AXE_RULES` only: about 20 ms on a
+slide, plus some 70 ms to evaluate the bundle. Without the package (a wheel install without
+the checkout) the rules are skipped, and that is logged once.
+
+**Glyphs and fonts.** For each visible element with text of its own (up to
+`renderer_glyph_scan_limit`, outside SVG and MathML) Chromium says which platform fonts drew
+that text (`CSS.getPlatformFontsForNode`). Two findings come from that, never from a guess:
+
+* a *missing glyph*: a character (not whitespace, a control or a format character) that no
+  installed font covers, per fontconfig's own coverage (`fc-list`, what Chromium's fallback
+  asks on Linux), in text that no web font drew. Leak: text drawn in part with a web font of
+  the page is not checked, since the web font may have the glyph (icon fonts live in the
+  Private Use Area) and its coverage is not read here.
+* a *font fallback*: an element that names font families (`font-family` beyond the generic
+  ones like `sans-serif`) whose text none of them drew, nor any web font: the fonts it asked
+  for are not there, or do not have its characters. The browser's default family (what
+  `font-family: initial` gives, "Times New Roman") was not named by the page and is not
+  checked; leak: neither is a page that names exactly that family.
+
+Findings are merged per page: one per `font-family` for missing glyphs (with every character
+concerned), one per `font-family` and fonts used for fallbacks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import logging
+import subprocess
+import unicodedata
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from playwright.async_api import CDPSession, Page
+from playwright.async_api import Error as PlaywrightError
+
+from deckyard.render.protocol import AccessibilityProblem, GlyphProblem
+
+log = logging.getLogger(__name__)
+
+AXE_BUNDLE = (
+    Path(__file__).resolve().parents[5]
+    / "vendor"
+    / "js"
+    / "node_modules"
+    / "axe-core"
+    / "axe.min.js"
+)
+AXE_RULES = (
+    "image-alt",
+    "color-contrast",
+    "heading-order",
+    "html-has-lang",
+    "html-lang-valid",
+    "link-name",
+)
+_AXE_RUN = """axe.run(document, {
+  runOnly: { type: 'rule', values: %s },
+  resultTypes: ['violations'],
+  preload: false,
+  iframes: false,
+  performanceTimer: false,
+  elementRef: false,
+  ancestry: false,
+  xpath: false,
+}).then((found) => found.violations.flatMap((v) => v.nodes.map((node) => ({
+  rule: v.id,
+  impact: v.impact || null,
+  help: v.help,
+  target: node.target.join(' '),
+  summary: node.failureSummary || '',
+}))))"""
+
+_GLYPH_SCAN = """((limit) => {
+  const generic = new Set(['serif', 'sans-serif', 'monospace', 'cursive', 'fantasy',
+    'system-ui', 'emoji', 'math', 'fangsong', 'ui-serif', 'ui-sans-serif', 'ui-monospace',
+    'ui-rounded']);
+  const els = [], info = [];
+  const all = document.body ? document.body.getElementsByTagName('*') : [];
+  let initial = null;
+  if (document.body) {  // the browser's own default family, which the page did not name
+    const probe = document.createElement('span');
+    probe.style.fontFamily = 'initial';
+    document.body.appendChild(probe);
+    initial = getComputedStyle(probe).fontFamily;
+    probe.remove();
+  }
+  for (let i = 0; i < all.length && els.length < limit; i++) {
+    const el = all[i];
+    const parts = Array.from(el.childNodes).filter((n) => n.nodeType === 3).map((n) => n.data);
+    const text = parts.join('').trim();
+    if (!text || el.closest('svg, math')) continue;
+    if (!el.checkVisibility({ opacityProperty: true, visibilityProperty: true })) continue;
+    let family = getComputedStyle(el).fontFamily;
+    const own = family !== initial;
+    if (!own) family += " (the browser's default)";
+    const named = !own ? [] : family.split(',').map((f) => f.trim().replace(/^["']|["']$/g, ''))
+      .filter((f) => f && !generic.has(f.toLowerCase()));
+    let name = el.tagName.toLowerCase();
+    if (el.classList.length) name += '.' + Array.from(el.classList).slice(0, 3).join('.');
+    els.push(el);
+    info.push({ element: name, text: text.slice(0, 40), family, named,
+      chars: Array.from(new Set(text)).slice(0, 500).join('') });
+  }
+  return { els, info };
+})(%d)"""
+
+_IGNORABLE = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp"})
+"""Unicode categories drawn without a glyph of their own (whitespace, controls, joiners)."""
+
+
+@lru_cache(maxsize=1)
+def axe_bundle() -> str | None:
+    """axe-core's browser bundle; None when the package is not installed."""
+    try:
+        return AXE_BUNDLE.read_text(encoding="utf-8")
+    except OSError:
+        log.warning("axe-core is not installed (%s): accessibility checks are off", AXE_BUNDLE)
+        return None
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """The code points some installed font has a glyph for, as sorted disjoint ranges."""
+
+    starts: tuple[int, ...]
+    ends: tuple[int, ...]
+
+    def __contains__(self, code: object) -> bool:
+        if not isinstance(code, int):
+            return False
+        at = bisect.bisect_right(self.starts, code) - 1
+        return at >= 0 and code <= self.ends[at]
+
+
+def parse_charsets(listing: str) -> Coverage | None:
+    """The union of `fc-list --format '%{charset}\\n'` output ("20-7e a0-17f ..." per font)."""
+    ranges: list[tuple[int, int]] = []
+    for token in listing.split():
+        first, _, last = token.partition("-")
+        try:
+            ranges.append((int(first, 16), int(last or first, 16)))
+        except ValueError:
+            continue
+    if not ranges:
+        return None
+    ranges.sort()
+    merged = [list(ranges[0])]
+    for start, end in ranges[1:]:
+        if start <= merged[-1][1] + 1:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return Coverage(tuple(r[0] for r in merged), tuple(r[1] for r in merged))
+
+
+@lru_cache(maxsize=1)
+def installed_coverage() -> Coverage | None:
+    """What the installed fonts cover, asked of fontconfig once per process; None if unknown."""
+    try:
+        done = subprocess.run(
+            ["fc-list", "--format", "%{charset}\n"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        log.warning("fc-list failed (%s): missing glyphs are not checked", exc)
+        return None
+    return parse_charsets(done.stdout)
+
+
+def needs_glyph(char: str) -> bool:
+    """Whether `char` is drawn with a glyph (not whitespace, a control, a joiner, a selector)."""
+    code = ord(char)
+    if 0xFE00 <= code <= 0xFE0F or 0xE0100 <= code <= 0xE01EF:
+        return False
+    return unicodedata.category(char) not in _IGNORABLE
+
+
+def describe_chars(chars: str) -> str:
+    """`chars` as quoted characters with their code points: `"\\ue000" (U+E000)`."""
+    return ", ".join(f"{c!r} (U+{ord(c):04X})" for c in chars)
+
+
+class FontFindings:
+    """Merges per-element font answers into per-page missing glyphs and fallbacks."""
+
+    def __init__(self, coverage: Coverage | None) -> None:
+        self._coverage = coverage
+        self.missing: dict[str, GlyphProblem] = {}
+        self.fallbacks: dict[tuple[str, tuple[str, ...]], GlyphProblem] = {}
+
+    def add(self, info: dict[str, Any], fonts: list[dict[str, Any]]) -> None:
+        """Judge one element from its scan `info` and the platform fonts that drew it."""
+        if not fonts:
+            return
+        used = sorted({str(f.get("familyName", "")) for f in fonts})
+        web = any(f.get("isCustomFont") for f in fonts)
+        family = str(info["family"])
+        if self._coverage is not None and not web:
+            lost = [
+                c for c in str(info["chars"]) if needs_glyph(c) and ord(c) not in self._coverage
+            ]
+            if lost:
+                self._add_missing(info, family, used, lost)
+        named = {str(n).lower() for n in info["named"]}
+        drawn = {str(f.get(k, "")).lower() for f in fonts for k in ("familyName", "postScriptName")}
+        if named and not web and not named & drawn:
+            key = (family, tuple(used))
+            if key not in self.fallbacks:
+                self.fallbacks[key] = _problem(info, family, used, "")
+
+    def _add_missing(
+        self, info: dict[str, Any], family: str, used: list[str], lost: list[str]
+    ) -> None:
+        known = self.missing.get(family)
+        if known is None:
+            self.missing[family] = _problem(info, family, used, "".join(lost))
+            return
+        chars = known.characters + "".join(c for c in lost if c not in known.characters)
+        drawn = sorted(set(known.drawn_with) | set(used))
+        self.missing[family] = known.model_copy(update={"characters": chars, "drawn_with": drawn})
+
+
+def _problem(info: dict[str, Any], family: str, used: list[str], chars: str) -> GlyphProblem:
+    return GlyphProblem(
+        element=str(info["element"]),
+        text=str(info["text"]),
+        characters=chars,
+        requested=family,
+        drawn_with=used,
+    )
+
+
+async def run_axe(cdp: CDPSession) -> list[AccessibilityProblem]:
+    """axe-core's `AXE_RULES` on the page; [] when axe-core is not installed."""
+    bundle = axe_bundle()
+    if bundle is None:
+        return []
+    loaded = await cdp.send("Runtime.evaluate", {"expression": bundle, "silent": True})
+    if "exceptionDetails" in loaded:
+        log.warning("axe-core did not load in the page: %s", loaded["exceptionDetails"])
+        return []
+    rules = "[" + ", ".join(f"'{rule}'" for rule in AXE_RULES) + "]"
+    found = await cdp.send(
+        "Runtime.evaluate",
+        {"expression": _AXE_RUN % rules, "awaitPromise": True, "returnByValue": True},
+    )
+    if "exceptionDetails" in found:
+        log.warning("axe-core failed on the page: %s", found["exceptionDetails"])
+        return []
+    return [
+        AccessibilityProblem(
+            rule=str(item["rule"]),
+            impact=item.get("impact"),
+            target=str(item["target"]),
+            message=_axe_message(str(item["help"]), str(item["summary"])),
+        )
+        for item in found["result"].get("value") or []
+    ]
+
+
+def _axe_message(help_text: str, summary: str) -> str:
+    """axe's one-line help plus the first reason it gives ("Fix any of the following: ...")."""
+    reasons = [line.strip() for line in summary.splitlines()[1:] if line.strip()]
+    return f"{help_text} ({reasons[0]})" if reasons else help_text
+
+
+async def check_fonts(cdp: CDPSession, limit: int) -> tuple[list[GlyphProblem], list[GlyphProblem]]:
+    """Missing glyphs and font fallbacks of up to `limit` text-bearing elements."""
+    if limit <= 0:
+        return [], []
+    coverage = await asyncio.to_thread(installed_coverage)
+    await cdp.send("DOM.enable")
+    await cdp.send("CSS.enable")
+    await cdp.send("DOM.getDocument", {"depth": 0})
+    scan = await cdp.send("Runtime.evaluate", {"expression": _GLYPH_SCAN % limit, "silent": True})
+    target = scan["result"].get("objectId")
+    if "exceptionDetails" in scan or target is None:
+        return [], []
+    info = await _call(cdp, target, "function () { return this.info; }", by_value=True)
+    elements = await _call(cdp, target, "function () { return this.els; }", by_value=False)
+    props = await cdp.send("Runtime.getProperties", {"objectId": elements, "ownProperties": True})
+    handles = {
+        int(p["name"]): p["value"]["objectId"]
+        for p in props["result"]
+        if p["name"].isdigit() and "objectId" in p.get("value", {})
+    }
+    nodes = await asyncio.gather(
+        *(cdp.send("DOM.requestNode", {"objectId": handles[i]}) for i in range(len(info)))
+    )
+    answers = await asyncio.gather(
+        *(cdp.send("CSS.getPlatformFontsForNode", {"nodeId": n["nodeId"]}) for n in nodes)
+    )
+    findings = FontFindings(coverage)
+    for item, answer in zip(info, answers, strict=True):
+        findings.add(item, answer.get("fonts") or [])
+    return list(findings.missing.values()), list(findings.fallbacks.values())
+
+
+async def _call(cdp: CDPSession, target: str, function: str, *, by_value: bool) -> Any:
+    done = await cdp.send(
+        "Runtime.callFunctionOn",
+        {"objectId": target, "functionDeclaration": function, "returnByValue": by_value},
+    )
+    result = done["result"]
+    return result.get("value") if by_value else result.get("objectId")
+
+
+async def audit_page(
+    page: Page, *, glyph_limit: int
+) -> tuple[list[AccessibilityProblem], list[GlyphProblem], list[GlyphProblem]]:
+    """Accessibility findings, missing glyphs and font fallbacks of the page as it is now.
+
+    A protocol error while the page is still open (its scripts removed an element being asked
+    about) ends the audit with what it has: the audit never fails a render.
+    """
+    accessibility: list[AccessibilityProblem] = []
+    missing: list[GlyphProblem] = []
+    fallbacks: list[GlyphProblem] = []
+    cdp = await page.context.new_cdp_session(page)
+    try:
+        accessibility = await run_axe(cdp)
+        missing, fallbacks = await check_fonts(cdp, glyph_limit)
+    except PlaywrightError as exc:
+        if page.is_closed():
+            raise
+        log.info("page audit stopped early: %s", (exc.message or str(exc)).splitlines()[0])
+    finally:
+        if not page.is_closed():
+            await cdp.detach()
+    return accessibility, missing, fallbacks

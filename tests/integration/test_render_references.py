@@ -21,6 +21,7 @@ from deckyard.decks.source.deck_source import DeckSource
 from deckyard.decks.source.folder import load_markdown_file
 from deckyard.decks.source.importer import import_markdown_deck
 from deckyard.decks.source.limits import DeckLimits
+from deckyard.decks.source.marp_engine import marp_available
 from deckyard.decks.source.remote import MISSING_IMAGE, fetch_remote_assets
 from deckyard.decks.validation.rules import render_outcome_from_diagnostics
 from deckyard.render.renderer.ssrf import UrlGuard
@@ -92,6 +93,24 @@ async def test_remote_images_are_fetched_and_a_failed_fetch_is_a_warning(
         )
     ]
     assert PNG_B64_HEAD in second.document
+
+
+async def test_a_marp_background_image_is_fetched(tmp_path: Path, files_server: str) -> None:
+    """marp-core writes `![bg](url)` as `style="background-image:url(&quot;url&quot;)"`: the
+    image is fetched like any other (it was refused as an external reference: a public deck's
+    cover and closing slides failed)."""
+    if not marp_available():
+        pytest.fail("vendor/js has no marp-core: run scripts/setup")
+    _Files.hits.clear()
+    base = f"http://{files_server}"
+    source = _deck(tmp_path, f"---\nmarp: true\n---\n\n![bg 60%]({base}/pic.png)\n\n# Cover\n")
+    settings = Settings.load(renderer_url_allow_hosts=[files_server])
+    fetched = await fetch_remote_assets(source, guarded_fetch(settings), max_files=10)
+    assert "/pic.png" in _Files.hits and fetched.warnings == source.warnings
+    report = compile_deck_report(fetched, DeckLimits.from_settings(settings))
+    assert report.problems == []
+    assert PNG_B64_HEAD in report.pages[0].document
+    assert f"{base}/pic.png" not in report.pages[0].document
 
 
 async def test_remote_fetch_is_refused_by_the_ssrf_guard_for_loopback(

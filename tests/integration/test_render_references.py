@@ -7,11 +7,13 @@ through only because its host:port is in `renderer_url_allow_hosts`.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
+from PIL import Image
 
 from deckyard.api.remote_fetch import guarded_download, guarded_fetch
 from deckyard.config import Settings
@@ -93,6 +95,10 @@ async def test_remote_images_are_fetched_and_a_failed_fetch_is_a_warning(
         )
     ]
     assert PNG_B64_HEAD in second.document
+    # what a failed image shows is nothing: every pixel fully transparent (it was a
+    # half-transparent blue square across a Marp background's place)
+    with Image.open(io.BytesIO(MISSING_IMAGE)) as missing:
+        assert missing.convert("RGBA").getchannel("A").getextrema() == (0, 0)
 
 
 async def test_a_marp_background_image_is_fetched(tmp_path: Path, files_server: str) -> None:

@@ -29,7 +29,7 @@ AsyncFetch = Callable[[str], Awaitable[bytes]]
 """Downloads one URL (through the SSRF guard, within the size and time limits) or raises."""
 
 MISSING_IMAGE = base64.b64decode(
-    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNgYGBgAAAABQABeqhXUAAAAABJRU5ErkJggg=="
 )
 """A 1x1 transparent PNG: what a remote image that could not be fetched shows."""
 

@@ -202,6 +202,26 @@ def test_a_slidev_slides_image_setting_resolves_from_public(tmp_path: Path) -> N
     assert PNG_B64_HEAD in report.pages[1].document
 
 
+async def test_a_slidev_slides_remote_background_is_fetched(
+    tmp_path: Path, files_server: str
+) -> None:
+    """A slide's front matter `background: https://...` (Slidev's starter has one on its cover
+    and on a later slide) is fetched; it failed the slide as an external reference."""
+    _Files.hits.clear()
+    base = f"http://{files_server}"
+    text = (
+        f"---\ntheme: default\nlayout: cover\nbackground: {base}/pic.png\n---\n\n# A\n\n"
+        f"---\nlayout: cover\nbackground: {base}/pic.png\n---\n\n# B\n"
+    )
+    source = _deck(tmp_path, text)
+    settings = Settings.load(renderer_url_allow_hosts=[files_server])
+    fetched = await fetch_remote_assets(source, guarded_fetch(settings), max_files=10)
+    assert _Files.hits == ["/pic.png"]  # once for both slides
+    report = compile_deck_report(fetched, DeckLimits.from_settings(settings))
+    assert report.problems == []
+    assert all(PNG_B64_HEAD in page.document for page in report.pages)
+
+
 class _Styles(BaseHTTPRequestHandler):
     hosts: list[str] = []
 

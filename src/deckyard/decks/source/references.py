@@ -7,7 +7,8 @@ what import accepts: a local reference resolves relative to the Markdown file
 rewritten to `assets/<path>` (`public/` dropped); nothing outside the file's folder is read.
 A remote reference (`https://…`, `//host/…`) is a load when it is an image, a `src=` (reveal.js's
 `data-src=` too), a `poster=`, a reveal.js background (`data-background[-image|-video]=`), a
-slide setting's `image:`/`background:` (Slidev's front matter), a CSS `url(…)` (in a style
+slide setting's `image:`/`background:` (Slidev's front matter, also as the JSON directive a
+slide's front matter becomes), a CSS `url(…)` (in a style
 attribute too, where marp-core writes a `![bg](…)` image as `url(&quot;…&quot;)`) or `@import`,
 or a `<link rel=stylesheet href=…>`; a Markdown link (`[text](https://…)`) is a hyperlink and
 never loaded.
@@ -23,6 +24,7 @@ REFERENCE = re.compile(
     r"""(?P<lead>!?\[[^\]\n]*\]\(|src=["']|url\((?:["']|&quot;|&#39;)?|@import[ \t]+["']"""
     r"""|<link\b(?=[^>]*\bstylesheet\b)[^>]*?\bhref=["']"""
     r"""|(?:data-background(?:-image|-video)?|poster)=["']"""
+    r'''|"_?(?:image|background|backgroundImage)":[ \t]*"'''
     r"""|(?m:^[ \t]*(?:image|background|backgroundImage):[ \t]*["']?))"""
     r"""(?P<ref>(?:(?!&quot;|&#39;)[^)"'\s])+)"""
 )

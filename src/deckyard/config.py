@@ -262,6 +262,19 @@ class Settings(BaseSettings):
         le=100_000,
         description="At most this many text-bearing elements per page get their fonts checked.",
     )
+    renderer_layout_max_items: int = Field(
+        400,
+        ge=1,
+        le=100_000,
+        description="A render asked for its page layout (an editable export) describes at most "
+        "this many elements; past it the layout is marked truncated.",
+    )
+    renderer_layout_max_chars: int = Field(
+        20_000,
+        ge=1,
+        le=10_000_000,
+        description="At most this many characters of text in a page layout.",
+    )
     renderer_max_batch_ids: int = Field(200, ge=1, le=10_000)
     renderer_tab_reuse_limit: int = Field(
         50,

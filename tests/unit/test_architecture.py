@@ -107,6 +107,7 @@ COMPONENTS: dict[str, str] = {
     "render.renderer": "renderer",
     "artifacts": "artifacts",
     "decks": "decks",
+    "outputs": "outputs",
     "ai": "ai",
     "webhooks": "webhooks",
     "node": "node",
@@ -128,6 +129,7 @@ BELOW_NODE = {
     "renderer",
     "artifacts",
     "decks",
+    "outputs",
     "ai",
     "webhooks",
 }
@@ -152,7 +154,10 @@ ALLOWED: dict[str, set[str]] = {
     "render.control": {"jobs", "db", "loop", "render.protocol", "render.processes", "artifacts"},
     "renderer": {"render.protocol", "render.processes"},
     "artifacts": set(),
+    # Output formats build files from what the deck jobs rendered; they import no deck code.
+    "outputs": set(),
     "decks": {
+        "outputs",
         "jobs",
         "tasks",
         "render.control",

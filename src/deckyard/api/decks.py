@@ -32,7 +32,7 @@ from deckyard.api.preconditions import etag
 from deckyard.api.remote_fetch import with_remote_files
 from deckyard.api.workspace_settings import fetch_remote_for
 from deckyard.decks.errors import DeckSourceError
-from deckyard.decks.jobs.names import PUBLISH_TASK
+from deckyard.decks.jobs.names import PDF_FORMAT, PUBLISH_TASK
 from deckyard.decks.service import DeckService
 from deckyard.decks.source.deck_source import DeckSource
 from deckyard.decks.source.json_body import DeckJson, load_deck_json
@@ -40,6 +40,7 @@ from deckyard.decks.source.markdown_file import load_markdown_bytes
 from deckyard.decks.source.zip_archive import load_deck_zip
 from deckyard.decks.store import DeckRow, PageVersionRow
 from deckyard.jobs import Job
+from deckyard.outputs import OUTPUTS
 
 router = APIRouter(prefix="/v1/decks", tags=["decks"])
 Caller = Annotated[Principal, Depends(current_principal)]
@@ -88,6 +89,10 @@ class PublishIn(BaseModel):
     )
 
 
+EXPORT_FORMAT_UNKNOWN = "EXPORT_FORMAT_UNKNOWN"
+EXPORT_OPTION_UNSUPPORTED = "EXPORT_OPTION_UNSUPPORTED"
+
+
 class ExportIn(BaseModel):
     """Options of a PDF export; every field may be left out."""
 
@@ -97,6 +102,11 @@ class ExportIn(BaseModel):
         False,
         description="Chromium's tagged PDF: a structure tree for screen readers and reflow "
         "(a larger file).",
+    )
+    steps: bool = Field(
+        False,
+        description="A page per step of each slide (reveal.js fragments, Marp fragmented "
+        "lists, Slidev clicks), numbered as their slide.",
     )
 
 
@@ -277,15 +287,36 @@ async def export_deck(
     principal: Caller,
     deck_id: RowId,
     body: Annotated[ExportIn | None, Body()] = None,
+    fmt: Annotated[
+        str,
+        Query(
+            alias="format",
+            min_length=1,
+            max_length=20,
+            description="`pdf` (default) or `pptx`: editable slides where the page allows, "
+            "else the slide's picture; the job's result has a per-slide report (`pages`).",
+        ),
+    ] = PDF_FORMAT,
 ) -> JSONResponse:
-    """Export the deck as one PDF (a page per slide, at slide size) as a job.
+    """Export the deck as one PDF (a page per slide, at slide size), or `?format=pptx`, as a job.
 
     The PDF has an outline of the slide titles, working `#slide-N` links and the deck's
-    title, author and language. Body (optional): `{"tagged": true}` for a tagged PDF.
+    title, author and language. Body (optional): `{"tagged": true}` for a tagged PDF,
+    `{"steps": true}` for a page per step of each slide (docs/user-guide.md, "Steps").
     """
+    if fmt != PDF_FORMAT and fmt not in OUTPUTS:
+        known = ", ".join([PDF_FORMAT, *OUTPUTS])
+        raise ApiError(
+            422, EXPORT_FORMAT_UNKNOWN, f"no export format {fmt!r}; use {known}", field="format"
+        )
     await owned_deck(request, principal, deck_id)
     tagged = body.tagged if body else False
-    job = await deck_service(request).export(principal.workspace_id, deck_id, tagged=tagged)
+    steps = body.steps if body else False
+    if fmt != PDF_FORMAT and (tagged or steps):
+        raise ApiError(422, EXPORT_OPTION_UNSUPPORTED, f"tagged and steps apply to pdf, not {fmt}")
+    job = await deck_service(request).export(
+        principal.workspace_id, deck_id, tagged=tagged, steps=steps, fmt=fmt
+    )
     return accepted(job)
 
 

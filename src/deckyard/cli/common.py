@@ -7,12 +7,14 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import typer
 from rich.console import Console
 
+from deckyard.outputs import OUTPUTS
+
 if TYPE_CHECKING:
     from deckyard.config import Settings
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 # What `deckyard render --format` accepts; shared by the command and the pipeline it runs.
-FORMATS = ("png", "pdf", "zip")
+FORMATS = ("png", "pdf", "zip", *OUTPUTS)
 
 
 def fail(lines: list[str] | str, code: int = 2) -> NoReturn:

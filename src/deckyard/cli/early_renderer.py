@@ -86,16 +86,19 @@ def launch(
     offline: bool = False,
     strict: bool = False,
     pdf_tagged: bool = False,
+    steps: bool = False,
 ) -> int:
     """Run the pipeline for the CLI with its renderer started first; returns the exit code.
 
-    `offline`, `strict` and `pdf_tagged` as in `run_pipeline`.
+    `offline`, `strict`, `pdf_tagged` and `steps` as in `run_pipeline`.
 
     The process exits right after: what the run made is frozen first, so the interpreter's
     last collection does not walk it (`deckyard.startup`).
     """
     try:
         options = {"offline": offline, "strict": strict, "pdf_tagged": pdf_tagged}
+        if steps:
+            options["steps"] = True
         return asyncio.run(_launch(deck_dir, out, formats, database_url, verbose, options))
     finally:
         before_exit()

@@ -36,6 +36,7 @@ from deckyard.cli.output import OutputFolderError, cache_dir, finish_output, pre
 from deckyard.cli.schema_template import copy_migrated
 from deckyard.config import Settings
 from deckyard.decks.compile.documents import compile_deck_report
+from deckyard.decks.compile.steps import STEP_SUFFIX, slide_name, split_step, step_deck
 from deckyard.decks.errors import DeckSourceError, DeckSourceErrorCode
 from deckyard.decks.service import DeckService
 from deckyard.decks.source.deck_source import DeckSource
@@ -46,6 +47,7 @@ from deckyard.decks.validation.result import Severity, ValidationResult, Validat
 from deckyard.decks.validation.rules import is_validation_passed
 from deckyard.jobs import Job, JobStatus
 from deckyard.node import Node
+from deckyard.outputs import OUTPUTS
 from deckyard.render.control.models import RENDER_REQUEST_EVENT
 from deckyard.render.protocol import ErrorKind, error_kind
 
@@ -98,6 +100,8 @@ class RunReport:
     """Pages that failed, so are in neither the PDF nor the site."""
     withheld: bool = False
     """`--strict` wrote nothing because a page failed."""
+    slides: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """How each page became a PPTX slide (`mode`, `why`), by page name."""
 
     def manifest_pages(self, out: Path) -> list[dict[str, Any]]:
         """Each page's line in the output manifest: its status, PNG, and whether the PDF and
@@ -110,6 +114,7 @@ class RunReport:
                 if row.name in self.pngs
                 else None,
                 "in_pdf_and_site": row.name not in self.left_out,
+                **({"pptx": self.slides[row.name]} if row.name in self.slides else {}),
             }
             for row in self.pages
         ]
@@ -199,6 +204,14 @@ def _seconds(job: Job) -> float:
     return (job.finished_at - job.started_at).total_seconds()
 
 
+@dataclass(frozen=True)
+class StepRun:
+    """The stored deck of a `--steps` run (a page per step) and each page's file stem."""
+
+    deck_id: int
+    stems: dict[str, str]
+
+
 def _write(dest: Path, data: bytes) -> None:
     dest.parent.mkdir(parents=True, exist_ok=True)
     dest.write_bytes(data)
@@ -286,14 +299,23 @@ class Pipeline:
         report.files.append(dest)
         if isinstance(done.result, dict):
             report.warnings.extend(f"{what}: {w}" for w in done.result.get("warnings") or [])
+            if what in OUTPUTS:
+                for slide in done.result.get("pages") or []:
+                    report.slides[str(slide["page"])] = {"mode": slide["mode"], "why": slide["why"]}
 
     async def artefacts(
-        self, out: Path, formats: set[str], report: RunReport, site_deck_id: int | None = None
+        self,
+        out: Path,
+        formats: set[str],
+        report: RunReport,
+        site_deck_id: int | None = None,
+        steps: StepRun | None = None,
     ) -> None:
         """Screenshots, the site ZIP and the PDF, written under `out`.
 
         The PNGs are the pages that passed; the PDF and the site are made from the deck
         `site_deck_id` (the passed pages only, when some failed), else from the whole deck.
+        With `steps`, the PNGs and the PDF are of that deck's pages, a page per step.
         """
         deck = await self.service.deck(WORKSPACE, self.deck_id)
         assert deck is not None
@@ -302,7 +324,10 @@ class Pipeline:
         work: list[tuple[Job, Path, str]] = []
         missing: dict[str, Path] = {}
         pages_bar = None
-        if "png" in formats:
+        if "png" in formats and steps is not None:
+            pages_bar = self.progress.add_task("pages", total=len(steps.stems))
+            missing = {name: out / "pages" / f"{stem}.png" for name, stem in steps.stems.items()}
+        elif "png" in formats:
             pages_bar = self.progress.add_task("pages", total=len(deck.pages))
             for index, page in enumerate(deck.pages):
                 dest = out / "pages" / f"{file_stem(index, page.page_name)}.png"
@@ -320,15 +345,20 @@ class Pipeline:
         shots = None
         if missing:
             # the pages without one are rendered together, in one deck render
-            shots = await self.service.screenshot_deck(WORKSPACE, whole, PNG_CONFIG)
+            shown = steps.deck_id if steps is not None else whole
+            shots = await self.service.screenshot_deck(WORKSPACE, shown, PNG_CONFIG)
         if "zip" in formats:
             work.append((await self.service.build(WORKSPACE, whole), out / "site.zip", "build"))
         if "pdf" in formats:
+            printed = steps.deck_id if steps is not None else whole
             job = self.export_job or await self.service.export(
-                WORKSPACE, whole, tagged=self.pdf_tagged
+                WORKSPACE, printed, tagged=self.pdf_tagged
             )
             self.export_job = None
             work.append((job, out / "deck.pdf", "export"))
+        for name in sorted(formats & OUTPUTS.keys()):
+            made = await self.service.export(WORKSPACE, whole, fmt=name)
+            work.append((made, out / OUTPUTS[name].file_name, name))
         bar = self.progress.add_task("pdf, site", total=len(work)) if work else None
 
         async def one(job: Job, dest: Path, what: str) -> None:
@@ -383,6 +413,29 @@ async def _store_passed(service: DeckService, source: DeckSource, report: RunRep
     return (await service.create_deck(WORKSPACE, passed)).deck_id
 
 
+async def _store_steps(
+    service: DeckService, source: DeckSource, report: RunReport, limits: DeckLimits
+) -> StepRun:
+    """Store the deck (its passed pages) as a page per step (`step_deck`) for `--steps`.
+
+    Step 0 of a slide keeps the PNG name a run without `--steps` gives it (`03-agenda.png`),
+    step k is `03-agenda.step-k.png`.
+    """
+    kept = _passed_only(source, report) or source
+    stepped = await asyncio.to_thread(step_deck, kept, limits)
+    compiled = await asyncio.to_thread(compile_deck_report, stepped, limits)
+    created = await service.create_deck(WORKSPACE, stepped, compiled)
+    at = {page.name: index for index, page in enumerate(source.pages)}
+    stems: dict[str, str] = {}
+    for page in stepped.pages:
+        mark = split_step(page)[1]
+        assert mark is not None
+        slide = slide_name(page.name, mark)
+        stem = file_stem(at[slide], slide)
+        stems[page.name] = f"{stem}{STEP_SUFFIX}{mark.step}" if mark.step else stem
+    return StepRun(created.deck_id, stems)
+
+
 async def run_pipeline(
     deck_dir: Path,
     out: Path | None,
@@ -394,6 +447,7 @@ async def run_pipeline(
     offline: bool = False,
     strict: bool = False,
     pdf_tagged: bool = False,
+    steps: bool = False,
 ) -> RunReport:
     """Load, store and check the deck; with `out`, also write the artefacts in `formats`.
 
@@ -401,7 +455,9 @@ async def run_pipeline(
     Remote files the deck loads are fetched first unless `offline` (the compiler then refuses
     them). A page that fails is left out of the PDF and the site and gets no PNG, the others
     are written all the same; with `strict` nothing is written unless every page passed.
-    `pdf_tagged` makes the PDF a tagged one.
+    `pdf_tagged` makes the PDF a tagged one. With `steps`, the PNGs and the PDF hold a page
+    per step of each slide (`compile.steps`); the pages are validated as they are, every step
+    shown.
     """
     earlier = prepare_output(out) if out is not None else set()
     cache = cache_dir()
@@ -451,7 +507,7 @@ async def run_pipeline(
                     live = await _wait_for_renderer(service)
                     progress.update(starting, completed=1)
                     pipeline = Pipeline(service, created.deck_id, progress, pdf_tagged=pdf_tagged)
-                    export_early = out is not None and "pdf" in formats
+                    export_early = out is not None and "pdf" in formats and not steps
                     try:
                         await pipeline.validate(report, export_early=export_early)
                         report.unavailable = not live
@@ -466,7 +522,10 @@ async def run_pipeline(
                                 # the early PDF is of the whole deck, failed pages included
                                 await pipeline.drop_unused_export()
                             if site_deck is not None or not report.left_out:
-                                await pipeline.artefacts(out, formats, report, site_deck)
+                                stepped = None
+                                if steps and formats & {"png", "pdf"}:
+                                    stepped = await _store_steps(service, source, report, limits)
+                                await pipeline.artefacts(out, formats, report, site_deck, stepped)
                     finally:
                         await pipeline.drop_unused_export()
             finally:
@@ -496,6 +555,15 @@ def print_summary(report: RunReport, console: Console) -> None:
         console.print(f"  failed: {failure}", markup=False)
     for path in report.files:
         console.print(f"  wrote {path}", markup=False)
+    if report.slides:
+        pictures = {n: s for n, s in report.slides.items() if s["mode"] == "image"}
+        console.print(
+            f"  pptx: {len(report.slides) - len(pictures)} editable slides, "
+            f"{len(pictures)} as pictures (per slide in deckyard-manifest.json)",
+            markup=False,
+        )
+        for name, slide in pictures.items():
+            console.print(f"  pptx: {name}: picture, {slide['why']}", markup=False)
     if report.left_out and report.files:
         console.print(
             f"  left out of the PDF and the site, and no PNG: {', '.join(report.left_out)} "
@@ -543,6 +611,7 @@ async def run_command(
     offline: bool = False,
     strict: bool = False,
     pdf_tagged: bool = False,
+    steps: bool = False,
 ) -> int:
     """Run the pipeline for the CLI and return its exit code."""
     console = Console(highlight=False)
@@ -564,6 +633,7 @@ async def run_command(
             offline=offline,
             strict=strict,
             pdf_tagged=pdf_tagged,
+            steps=steps,
         )
     except OutputFolderError as exc:
         err.print(f"deckyard: {exc}", markup=False)

@@ -47,7 +47,7 @@ def render(
     ],
     out: Annotated[Path, typer.Option("--out", help="Where to write the artefacts.")],
     formats: Annotated[
-        str, typer.Option("--format", help="Comma-separated: png (pages), pdf, zip (site).")
+        str, typer.Option("--format", help="Comma-separated: png (pages), pdf, zip (site), pptx.")
     ] = "png,pdf,zip",
     database_url: Annotated[
         str | None,
@@ -68,10 +68,19 @@ def render(
         bool,
         typer.Option("--pdf-tagged", help="Make deck.pdf a tagged PDF (for screen readers)."),
     ] = False,
+    steps: Annotated[
+        bool,
+        typer.Option(
+            "--steps",
+            help="A PNG and a PDF page per step of each slide (reveal.js fragments, Marp "
+            "fragmented lists, Slidev clicks), numbered as their slide.",
+        ),
+    ] = False,
 ) -> None:
     """Validate, screenshot, build and export a deck with its own renderer.
 
-    Writes OUT/pages/NN-name.png, OUT/deck.pdf, OUT/site.zip and OUT/deckyard-manifest.json
+    Writes OUT/pages/NN-name.png, OUT/deck.pdf, OUT/site.zip (OUT/deck.pptx with pptx: an
+    editable slide where the page allows it, else its picture) and OUT/deckyard-manifest.json
     (what it wrote and each page's status; files an earlier run wrote and this one did not are
     removed). Remote images, fonts and stylesheets are downloaded first (through the SSRF
     guard) unless --offline. A page that fails is left out of the PDF and the site and gets
@@ -94,6 +103,7 @@ def render(
             offline=offline,
             strict=strict,
             pdf_tagged=pdf_tagged,
+            steps=steps,
         )
     )
 

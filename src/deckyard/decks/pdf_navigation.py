@@ -43,6 +43,8 @@ class PdfFacts:
     author: str | None
     lang: str
     slide_titles: list[str]
+    slide_starts: list[int] | None = None
+    """The page each slide starts on, when slides are not a page each (a stepped deck)."""
 
 
 def _text(tag: Tag) -> str:
@@ -50,9 +52,13 @@ def _text(tag: Tag) -> str:
 
 
 def _slide_roots(soup: BeautifulSoup) -> list[Tag]:
-    """The slides of a print document, in order: Deckyard's `.slide` roots, or the innermost
-    `<section>`s of a reveal.js deck."""
-    slides = [t for t in soup.select("div.slide[data-number]") if isinstance(t, Tag)]
+    """The slides of a print document, in order: Deckyard's `.slide` roots (of a stepped deck,
+    each slide's first step), or the innermost `<section>`s of a reveal.js deck."""
+    slides = [
+        t
+        for t in soup.select("div.slide[data-number]")
+        if isinstance(t, Tag) and t.get("data-step") in (None, "0")
+    ]
     if slides:
         return slides
     sections = soup.select(".reveal .slides section")
@@ -74,9 +80,17 @@ def slide_titles(document: str) -> list[str]:
     return titles
 
 
+def _step_starts(document: str) -> list[int] | None:
+    """The page each slide's first step is on, in a stepped deck's print document (else None)."""
+    if " data-step=" not in document:
+        return None
+    roots = BeautifulSoup(document, "html.parser").select("div.slide[data-number]")
+    return [i for i, root in enumerate(roots) if root.get("data-step") in (None, "0")]
+
+
 def deck_outline(document: str, title: str, author: str | None, lang: str) -> PdfFacts:
     """The facts `navigable_pdf` writes, from the compiled print document and the manifest."""
-    return PdfFacts(title, author, lang, slide_titles(document))
+    return PdfFacts(title, author, lang, slide_titles(document), _step_starts(document))
 
 
 def _slide_number(annot: pikepdf.Dictionary) -> int | None:
@@ -157,7 +171,11 @@ def navigable_pdf(data: bytes, facts: PdfFacts) -> bytes:
         pages = len(pdf.pages)
         titles = facts.slide_titles or [f"Slide {n}" for n in range(1, pages + 1)]
         titles = titles[:pages]
-        starts = _slide_starts(pdf, len(titles))
+        given = facts.slide_starts
+        if given is not None and len(given) == len(titles) and all(i < pages for i in given):
+            starts = given
+        else:
+            starts = _slide_starts(pdf, len(titles))
         _fix_internal_links(pdf, starts)
         _write_outline(pdf, titles, starts)
         _write_metadata(pdf, facts)

@@ -19,10 +19,12 @@ from deckyard.decks.compile.documents import CompileReport, compile_deck_report
 from deckyard.decks.deck_edits import DeckEdits
 from deckyard.decks.errors import CompileProblem
 from deckyard.decks.jobs.deck_jobs import DeckJobs
+from deckyard.decks.jobs.deck_outputs import DeckOutputs
 from deckyard.decks.jobs.deck_pages import DeckPageJobs
 from deckyard.decks.jobs.deck_style import DeckStyleJob
 from deckyard.decks.jobs.names import (
     DECK_QUEUE,
+    PDF_FORMAT,
     PUBLISH_TASK,
     DeckEvent,
     DeckJobKind,
@@ -92,7 +94,9 @@ class DeckService:
         self.gateway = RenderGateway(render, runtime)
         self.validator = PageValidator(self.gateway, settings, self.offload)
         self.page_jobs = PageJobs(db, settings, clock, self.gateway, self.validator)
-        self.deck_jobs = DeckJobs(db, settings, render.store, self.gateway)
+        self.deck_jobs = DeckJobs(
+            db, settings, render.store, self.gateway, DeckOutputs(db, render.store, self.validator)
+        )
         self.deck_pages = DeckPageJobs(db, render.store, self.validator)
         self.pages = PageEdits(db, clock)
         self.edits = DeckEdits(db, render.store, clock)
@@ -253,11 +257,25 @@ class DeckService:
         """Enqueue `deck.build`."""
         return await self._enqueue(DeckJobKind.DECK_BUILD, {"deck_id": deck_id}, workspace_id, None)
 
-    async def export(self, workspace_id: str, deck_id: int, *, tagged: bool = False) -> Job:
-        """Enqueue `deck.export` (PDF); `tagged` asks for Chromium's tagged PDF."""
+    async def export(
+        self,
+        workspace_id: str,
+        deck_id: int,
+        *,
+        tagged: bool = False,
+        steps: bool = False,
+        fmt: str = PDF_FORMAT,
+    ) -> Job:
+        """Enqueue `deck.export` (PDF); `tagged` asks for Chromium's tagged PDF, `steps` for a
+        page per step of each slide (`compile.steps`). Another `fmt` is a format of
+        `deckyard.outputs` (PPTX)."""
         payload: dict[str, Any] = {"deck_id": deck_id}
         if tagged:
             payload["tagged"] = True
+        if steps:
+            payload["steps"] = True
+        if fmt != PDF_FORMAT:
+            payload["format"] = fmt
         return await self._enqueue(DeckJobKind.DECK_EXPORT, payload, workspace_id, None)
 
     async def publish(

@@ -25,7 +25,7 @@ import hmac
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Literal
+from typing import Any, Literal
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -125,6 +125,12 @@ class RenderInput(BaseModel):
     fail_on_page_error: bool = False
     pdf_tagged: bool = Field(
         False, description="With format pdf: Chromium's tagged PDF (`page.pdf(tagged=True)`)."
+    )
+    layout: bool = Field(
+        False,
+        description="Also return the page's layout as the browser laid it out (text blocks "
+        "and their runs, lists, tables, images, code, and what else paints), bounded, in "
+        "`diagnostics.layout`: an editable export rebuilds the slide from it.",
     )
     capture: bool = Field(
         True,
@@ -264,6 +270,9 @@ class Diagnostics(BaseModel):
     document_height: int | None = None
     truncated: bool = False
     timings: Timings = Field(default_factory=Timings)
+    layout: dict[str, Any] | None = Field(
+        None, description="The page's layout, when the render asked for it (`layout`)."
+    )
 
 
 class ArtifactInfo(BaseModel):

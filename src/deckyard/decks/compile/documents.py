@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from deckyard.decks.compile.assets import AssetResolver, ReferenceProblem
 from deckyard.decks.compile.css_scope import CssContext, rewrite_stylesheet
 from deckyard.decks.compile.html_page import PagePart, compile_part
+from deckyard.decks.compile.steps import reveal_print_mark, split_step
 from deckyard.decks.compile.themes import core_css, expand_theme, only_markdown
 from deckyard.decks.diagrams import MERMAID_CLASS, mermaid_scripts
 from deckyard.decks.errors import CompileError, CompileErrorCode, CompileProblem
@@ -142,12 +143,19 @@ def _base_css(width: int, height: int, *, print_mode: bool) -> str:
 
 def _slide(part: PagePart, number: int, *, print_mode: bool) -> str:
     """One slide's root; in the print document it carries `id="slide-N"`, so a link to
-    `#slide-N` becomes a link to that page of the PDF."""
+    `#slide-N` becomes a link to that page of the PDF.
+
+    A step of a stepped deck (`steps.py`) is numbered as its slide, carries `data-step`, and
+    only its first step has the anchor."""
     classes = " ".join(["slide", *part.slide_classes])
-    anchor = f' id="{SLIDE_ANCHOR_PREFIX}{number}"' if print_mode else ""
+    step = ""
+    if part.step is not None:
+        number, step = part.step.number, f' data-step="{part.step.step}"'
+    first = part.step is None or part.step.step == 0
+    anchor = f' id="{SLIDE_ANCHOR_PREFIX}{number}"' if print_mode and first else ""
     return (
         f'<div class="{html.escape(classes)}"{anchor} data-page="{part.name}" '
-        f'data-kind="{part.kind.value}" data-number="{number}">{part.body_html}</div>'
+        f'data-kind="{part.kind.value}" data-number="{number}"{step}>{part.body_html}</div>'
     )
 
 
@@ -304,12 +312,16 @@ def _reveal_print_document(deck: DeckSource, page: PageSource, limits: DeckLimit
 def compile_print_document(deck: DeckSource, limits: DeckLimits) -> str:
     """One document with every slide as a printed page of slide size, for PDF export.
 
-    A reveal.js deck prints through reveal.js's own print view instead. Raises `CompileError`
-    when any page (or the theme) has problems.
+    A reveal.js deck prints through reveal.js's own print view instead (of a stepped deck,
+    `steps.step_deck`, with a page per fragment step). Raises `CompileError` when any page
+    (or the theme) has problems.
     """
-    shown = [at for page in deck.pages if (at := slide_position(page)) is not None]
-    reveal = print_page(deck.pages[0], keep=shown)
+    plain = [split_step(page) for page in deck.pages]
+    shown = [at for page, _mark in plain if (at := slide_position(page)) is not None]
+    reveal = print_page(plain[0][0], keep=shown)
     if reveal is not None:
+        if plain[0][1] is not None:
+            reveal = reveal.model_copy(update={"text": reveal_print_mark() + reveal.text})
         document = _reveal_print_document(deck, reveal, limits)
         oversize = _too_large(document, "(print)", limits)
         if oversize:

@@ -30,6 +30,7 @@ from deckyard.decks.compile.css_scope import CssContext, rewrite_stylesheet, rew
 from deckyard.decks.compile.markdown import LINE_ATTR, MARKER_TAG
 from deckyard.decks.compile.reveal import REVEAL_SCRIPT, go_to_slide_script
 from deckyard.decks.compile.slide_markdown import NOTES_CLASS, render_slide
+from deckyard.decks.compile.steps import StepMark, apply_step, split_step
 from deckyard.decks.errors import CompileErrorCode, CompileProblem
 from deckyard.decks.source.assemble import ASSETS_DIR
 from deckyard.decks.source.deck_source import PageKind, PageSource
@@ -90,6 +91,8 @@ class PagePart:
     css: str
     slide_classes: list[str]
     problems: list[CompileProblem] = field(default_factory=list)
+    step: StepMark | None = None
+    """The step of its slide the page shows, in a deck made by `step_deck`."""
 
 
 class _Locator:
@@ -136,8 +139,15 @@ class _Locator:
 
 
 class _PageCompiler:
-    def __init__(self, page: PageSource, resolver: AssetResolver, limits: DeckLimits) -> None:
+    def __init__(
+        self,
+        page: PageSource,
+        resolver: AssetResolver,
+        limits: DeckLimits,
+        step: StepMark | None = None,
+    ) -> None:
         self.page = page
+        self.step = step
         self.resolver = resolver
         self.problems: list[CompileProblem] = []
         self.css: list[str] = []
@@ -306,6 +316,13 @@ class _PageCompiler:
 
             script.string = TEMPLATE_REFERENCE.sub(inline, text)
 
+    def _fragment(self, at: tuple[int, int] | None) -> int | None:
+        """The reveal.js fragment a stepped page goes to (-1: none yet; with `at` None, any
+        value asks the print view for a page per fragment); None when not stepped."""
+        if self.step is None:
+            return None
+        return self.step.step - 1 if at is not None else 0
+
     def reveal_slide(self, soup: BeautifulSoup, at: tuple[int, int] | None) -> None:
         """Add the lines that show slide `at` (every slide, to print: None) after reveal.js."""
         self.markdown_templates(soup)
@@ -314,7 +331,7 @@ class _PageCompiler:
         for tag in soup.find_all("script"):
             if isinstance(tag, Tag) and REVEAL_SCRIPT.search(str(tag.get("src", ""))):
                 go = soup.new_tag("script")
-                go.string = go_to_slide_script(at)
+                go.string = go_to_slide_script(at, self._fragment(at))
                 tag.insert_after(go)
                 return
         self.problem(
@@ -332,6 +349,8 @@ class _PageCompiler:
             self.reveal_slide(soup, self.reveal_at)
         elif self.page.kind is PageKind.HTML and not self.marp:
             self.framework(soup)
+        if self.step is not None and (self.marp or self.page.kind is PageKind.MARKDOWN):
+            apply_step(soup, self.step.step, marp=self.marp)
         head_kept: list[Tag] = []
         for tag in list(soup.find_all(True)):
             if tag.decomposed:
@@ -370,9 +389,15 @@ class _PageCompiler:
             css="\n".join(part for part in self.css if part),
             slide_classes=classes,
             problems=self.problems,
+            step=self.step,
         )
 
 
 def compile_part(page: PageSource, resolver: AssetResolver, limits: DeckLimits) -> PagePart:
-    """`page` parsed, with its CSS scoped and references inlined; problems are in the part."""
-    return _PageCompiler(page, resolver, limits).run()
+    """`page` parsed, with its CSS scoped and references inlined; problems are in the part.
+
+    A page of a stepped deck (`steps.step_deck`) shows its step: its mark is read and removed
+    before anything else.
+    """
+    page, step = split_step(page)
+    return _PageCompiler(page, resolver, limits, step).run()

@@ -83,9 +83,39 @@ _GO = r"""
 """
 
 
-def go_to_slide_script(at: tuple[int, int] | None) -> str:
+_STEPPED = r"""
+(() => {
+  // A page of one step: no fragment animates, and on a printed page of a later step the
+  // slide number stays the slide's (reveal.js adds ".k" for fragment k).
+  const still = document.createElement('style');
+  still.textContent = '.reveal .slides section .fragment { transition: none !important; }';
+  document.head.appendChild(still);
+  Reveal.on('pdf-ready', () => {
+    for (const page of document.querySelectorAll('.pdf-page')) {
+      const number = page.querySelector('.slide-number-pdf');
+      if (number && page.querySelector('.current-fragment')) {
+        number.innerHTML = number.innerHTML.replace(/\.\d+$/, '');
+      }
+    }
+  });
+})();
+"""
+
+
+def go_to_slide_script(at: tuple[int, int] | None, fragment: int | None = None) -> str:
     """The script (without its element) that shows slide `at` `(h, v)` of the page's deck.
 
     With `at` None, reveal.js's print view lays out every slide, one per printed page.
+    With `fragment` (a page of a stepped deck, `steps.py`), fragments are on: the slide shows
+    its fragments up to that index (-1: none), as `Reveal.slide(h, v, f)` does, and the print
+    view prints each fragment step on a page of its own (`pdfSeparateFragments`).
     """
-    return _GO % json.dumps(list(at) if at else None)
+    script = _GO % json.dumps(list(at) if at else None)
+    if fragment is None:
+        return script
+    stepped = (
+        script.replace("fragments: false", "fragments: true")
+        .replace("pdfSeparateFragments: false", "pdfSeparateFragments: true")
+        .replace("Reveal.slide(at[0], at[1]);", f"Reveal.slide(at[0], at[1], {fragment:d});")
+    )
+    return stepped + _STEPPED

@@ -1,4 +1,5 @@
-"""The deck-wide job handlers: build the static site ZIP, and export the deck as one PDF.
+"""The deck-wide job handlers: build the static site ZIP, and export the deck as one PDF (or,
+through `DeckOutputs`, another format of `deckyard.outputs`).
 
 Both store their output in the artefact store and name it in the job's result
 (`artifact_key`, `content_type`, `size`, `sha256`), the same shape screenshot jobs use, so
@@ -19,9 +20,12 @@ from deckyard.artifacts import ArtifactStore
 from deckyard.config import Settings
 from deckyard.db import Database
 from deckyard.decks.compile.documents import CompiledPage, compile_deck, compile_print_document
+from deckyard.decks.compile.steps import step_deck
 from deckyard.decks.errors import CompileError, SiteVerificationError
+from deckyard.decks.jobs.deck_outputs import DeckOutputs
 from deckyard.decks.jobs.handler_support import load_deck, refused, workspace_of
 from deckyard.decks.jobs.names import (
+    PDF_FORMAT,
     ZIP_MEDIA_TYPE,
     BrowserCheck,
     DeckEvent,
@@ -35,6 +39,7 @@ from deckyard.decks.site.verify import verify_site_zip
 from deckyard.decks.source.limits import DeckLimits, site_zip_limits
 from deckyard.decks.validation.render_check import RenderGateway
 from deckyard.jobs import JobContext, JobError
+from deckyard.outputs import OUTPUTS
 from deckyard.render.control.models import ScreenshotSpec
 
 
@@ -50,12 +55,18 @@ class DeckJobs:
     """Handlers of `deck.build` and `deck.export`."""
 
     def __init__(
-        self, db: Database, settings: Settings, store: ArtifactStore, gateway: RenderGateway
+        self,
+        db: Database,
+        settings: Settings,
+        store: ArtifactStore,
+        gateway: RenderGateway,
+        outputs: DeckOutputs,
     ) -> None:
         self.db = db
         self.settings = settings
         self.store = store
         self.gateway = gateway
+        self.outputs = outputs
         self.limits = DeckLimits.from_settings(settings)
 
     async def build(self, ctx: JobContext) -> dict[str, Any]:
@@ -155,12 +166,21 @@ class DeckJobs:
         then make it navigable (`pdf_navigation`: outline, slide links, metadata).
 
         `tagged` in the payload asks Chromium for a tagged PDF. A PDF over its size budget
-        (`deck_pdf_warn_bytes_per_slide`) is kept, with a warning in the result.
+        (`deck_pdf_warn_bytes_per_slide`) is kept, with a warning in the result. Another
+        `format` in the payload is one of `deckyard.outputs` (`DeckOutputs`).
         """
+        fmt = str(ctx.payload.get("format") or PDF_FORMAT)
+        if fmt != PDF_FORMAT:
+            output = OUTPUTS.get(fmt)
+            if output is None:
+                raise refused(DeckJobErrorCode.UNKNOWN_FORMAT, f"no export format {fmt!r}")
+            return await self.outputs.export(ctx, output)
         workspace = workspace_of(ctx)
         deck_id = int(ctx.payload["deck_id"])
         tagged = bool(ctx.payload.get("tagged"))
         row, source = await load_deck(self.db, deck_id, workspace)
+        if ctx.payload.get("steps"):
+            source = step_deck(source, self.limits)
         try:
             document = compile_print_document(source, self.limits)
         except CompileError as exc:

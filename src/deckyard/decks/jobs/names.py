@@ -35,6 +35,7 @@ class DeckJobErrorCode(StrEnum):
     TOO_MANY_PAGES = "DECK_TOO_MANY_PAGES"
     ASSET_GONE = "ASSET_GONE"
     ARTIFACT_MISSING = "DECK_EXPORT_ARTIFACT_MISSING"
+    UNKNOWN_FORMAT = "DECK_EXPORT_FORMAT_UNKNOWN"
 
 
 class DeckEvent(StrEnum):
@@ -58,3 +59,6 @@ class BrowserCheck(StrEnum):
 
 
 ZIP_MEDIA_TYPE = "application/zip"
+PDF_FORMAT = "pdf"
+"""The export format `deck.export` makes itself (the print document); the others are in
+`deckyard.outputs`."""

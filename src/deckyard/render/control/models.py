@@ -109,6 +109,12 @@ class ScreenshotSpec(BaseModel):
         "readers); a larger file.",
     )
 
+    layout: bool = Field(
+        False,
+        description="Also return the page's layout (text, lists, tables, images, code as the "
+        "browser laid them out) in the result's `diagnostics.layout`, for an editable export.",
+    )
+
     @field_validator("url")
     @classmethod
     def _one_source(cls, url: str | None, info: ValidationInfo) -> str | None:
@@ -152,6 +158,8 @@ class ScreenshotSpec(BaseModel):
         if not self.pdf_tagged:
             # left out unless asked: the input hash of every other render stays as it was
             del data["pdf_tagged"]
+        if not self.layout:
+            del data["layout"]
         data["document"] = self.html
         if self.files is not None:
             data["files"] = self.files

@@ -15,7 +15,8 @@ page instead of two). The script lays the page out first, then waits for `docume
 for every loaded image to be decoded: the capture follows signals, not a fixed delay. Every list is
 capped at `renderer_diagnostics_max_items` entries of at most `renderer_diagnostics_max_chars`
 characters, and `truncated` says when something was dropped. A document render is then audited
-(`audit.py`: axe-core's accessibility rules, missing glyphs, font fallbacks) after its capture.
+(`audit.py`: axe-core's accessibility rules, missing glyphs, font fallbacks) after its capture,
+and a render that asks for its `layout` gets it described in the same visit (`layout.py`).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from deckyard.render.protocol import (
     Timings,
 )
 from deckyard.render.renderer.browser.audit import audit_page
+from deckyard.render.renderer.browser.layout import page_layout
 from deckyard.render.renderer.browser.pool import NO_PEER_NETWORK_SCRIPT
 from deckyard.render.renderer.browser.tabs import DOCUMENT_ORIGIN, DocumentTab, close_context
 from deckyard.render.renderer.proxy import BLOCKED_HEADER, EgressProxy
@@ -170,6 +172,7 @@ class DiagnosticsCollector:
         self.document_width: int | None = None
         self.document_height: int | None = None
         self.navigation_blocked: str | None = None
+        self.layout: dict[str, Any] | None = None
         self.aliases: dict[str, str] = {}
         """URL -> the name to report it under (a served `data:` URI shows as that URI)."""
 
@@ -285,6 +288,7 @@ class DiagnosticsCollector:
             document_height=self.document_height,
             truncated=self.truncated,
             timings=timings,
+            layout=self.layout,
         )
 
 
@@ -368,6 +372,12 @@ class CaptureSession:
                 capture_start = time.monotonic()
                 data = await self._shoot(page)
                 self.timings.capture_ms = _ms(capture_start)
+            if self._render.layout:
+                self._collector.layout = await page_layout(
+                    page,
+                    self._settings.renderer_layout_max_items,
+                    self._settings.renderer_layout_max_chars,
+                )
             if self._tab is not None and self._settings.renderer_page_audit:
                 audit_start = time.monotonic()
                 found = await audit_page(page, glyph_limit=self._settings.renderer_glyph_scan_limit)

@@ -1,0 +1,69 @@
+"""`deckyard render --steps`: a PNG and a PDF page per step of each slide, as the tool shows it."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+
+import pikepdf
+import pytest
+
+from tests.e2e.test_render_cli import png_size, run
+from tests.helpers.reveal import reveal_deck
+
+pytestmark = [pytest.mark.chromium, pytest.mark.processes]
+
+STEPS = Path(__file__).parents[1] / "fixtures" / "steps"
+
+
+def _render_steps(tmp_path: Path, deck: Path) -> tuple[list[Path], int, list[int]]:
+    out = tmp_path / "out"
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    done = run(tmp_path, "render", str(deck), "--out", str(out), "--steps", env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    with pikepdf.open(out / "deck.pdf") as pdf:
+        pages = len(pdf.pages)
+        at = {page.obj.objgen: i for i, page in enumerate(pdf.pages)}
+        with pdf.open_outline() as outline:
+            starts = [at[item.destination[0].objgen] for item in outline.root]
+    return sorted((out / "pages").glob("*.png")), pages, starts
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_a_slidev_deck_renders_a_page_per_click(tmp_path: Path) -> None:
+    deck = tmp_path / "slides.md"
+    shutil.copyfile(STEPS / "slidev.md", deck)
+    pngs, pdf_pages, outline = _render_steps(tmp_path, deck)
+    agenda = [f"02-slide-02.step-{k}.png" for k in range(1, 5)]
+    assert [p.name for p in pngs] == [
+        "01-slide-01.png",
+        "02-slide-02.png",
+        *agenda,
+        "03-slide-03.png",
+    ]
+    assert pdf_pages == len(pngs) == 7
+    steps = [p for p in pngs if p.name.startswith("02-")]
+    assert len({_digest(p) for p in steps}) == len(steps) == 5
+    # a bookmark per slide, on the page of its first step
+    assert outline == [0, 1, 6]
+    assert all(png_size(p) == png_size(pngs[0]) for p in pngs)
+
+
+def test_a_reveal_deck_renders_a_page_per_fragment_step(tmp_path: Path) -> None:
+    deck = reveal_deck(tmp_path / "talk", STEPS / "reveal")
+    pngs, pdf_pages, _outline = _render_steps(tmp_path, deck)
+    agenda = [f"02-slide-02.step-{k}.png" for k in range(1, 4)]
+    assert [p.name for p in pngs] == [
+        "01-slide-01.png",
+        "02-slide-02.png",
+        *agenda,
+        "03-slide-03.png",
+    ]
+    # reveal.js's own print view, fragments on pages of their own, has as many pages
+    assert pdf_pages == len(pngs) == 6
+    steps = [p for p in pngs if p.name.startswith("02-")]
+    assert len({_digest(p) for p in steps}) == len(steps) == 4

@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from deckyard.cli.pipeline import usage_problem
+from deckyard.cli.render import usage_problems
 from deckyard.config import Settings
 from deckyard.decks.errors import DeckSourceError
 from deckyard.decks.source.folder import load_deck_folder
@@ -101,6 +103,11 @@ def test_a_folder_of_several_reveal_decks_without_index_html_names_them(tmp_path
     assert str(folder / "demo.html") in str(raised.value)
     chosen = load_deck_folder(folder / "other.html", limits)  # naming the file chooses it
     assert len(chosen.pages) == 10
+    # and `deckyard render talk/other.html` takes it (the CLI refused any file but .md)
+    assert usage_problems(folder / "other.html", "png") == []
+    assert usage_problem(folder / "other.html", {"png"}) is None
+    (folder / "notes.txt").write_text("x")
+    assert "is a file" in usage_problems(folder / "notes.txt", None)[0]
 
 
 @pytest.mark.chromium

@@ -593,9 +593,11 @@ def usage_problem(deck_dir: Path, wanted: set[str]) -> str | None:
         return f"unknown format(s) {', '.join(sorted(unknown))}; use {','.join(FORMATS)}"
     if not deck_dir.exists():
         return f"{deck_dir} does not exist; give a deck folder or a .md file"
-    if deck_dir.is_file() and not is_markdown_file(deck_dir.name):
+    html = deck_dir.suffix.lower() in (".html", ".htm")
+    if deck_dir.is_file() and not is_markdown_file(deck_dir.name) and not html:
         return (
-            f"{deck_dir} is a file; give a deck folder (deck.toml, pages/) or a Markdown deck (.md)"
+            f"{deck_dir} is a file; give a deck folder (deck.toml, pages/), a Markdown deck "
+            "(.md) or a reveal.js deck's HTML file"
         )
     return None
 

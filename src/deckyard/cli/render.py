@@ -20,16 +20,17 @@ USAGE = 2
 def usage_problems(deck_dir: Path, formats: str | None) -> list[str]:
     """What is wrong with the arguments, found before anything heavy is imported or started."""
     problems = []
-    markdown = deck_dir.suffix.lower() in (".md", ".markdown")
+    # a Markdown deck, or a reveal.js deck's HTML file (`talk/demo.html`: the loader checks it)
+    single_file = deck_dir.suffix.lower() in (".md", ".markdown", ".html", ".htm")
     if not deck_dir.exists():
         problems.append(
-            f"{deck_dir}: no such folder or file; give the deck's folder (with deck.toml) "
-            "or a Markdown deck (.md)"
+            f"{deck_dir}: no such folder or file; give the deck's folder (with deck.toml), "
+            "a Markdown deck (.md) or a reveal.js deck's HTML file"
         )
-    elif not deck_dir.is_dir() and not markdown:
+    elif not deck_dir.is_dir() and not single_file:
         problems.append(
-            f"{deck_dir} is a file; give the deck's folder (with deck.toml) "
-            "or a Markdown deck (.md)"
+            f"{deck_dir} is a file; give the deck's folder (with deck.toml), "
+            "a Markdown deck (.md) or a reveal.js deck's HTML file"
         )
     if formats is not None:
         wanted = {f.strip() for f in formats.split(",") if f.strip()}

@@ -41,6 +41,7 @@ from deckyard.decks.validation.result import (
     ValidationStatus,
 )
 from deckyard.render.protocol import (
+    AccessibilityProblem,
     Diagnostics,
     ErrorKind,
     GlyphProblem,
@@ -198,15 +199,18 @@ def render_outcome_from_diagnostics(
         for item in diag.console_errors
     ]
     a11y = Severity.ERROR if accessibility_errors else Severity.WARNING
-    found += [
-        _render_item(
-            DiagnosticCode.ACCESSIBILITY,
-            f"accessibility ({problem.rule})",
-            f"{problem.message}: {problem.target}",
-            a11y,
+    # one finding per rule and slide, as for overflow: the first element, and how many more
+    by_rule: dict[str, list[AccessibilityProblem]] = {}
+    for finding in diag.accessibility:
+        by_rule.setdefault(finding.rule, []).append(finding)
+    for rule, problems in by_rule.items():
+        first, more = problems[0], len(problems) - 1
+        item = f"{first.message}: {first.target}" + (
+            f" (and {more} more element(s))" if more else ""
         )
-        for problem in diag.accessibility
-    ]
+        found.append(
+            _render_item(DiagnosticCode.ACCESSIBILITY, f"accessibility ({rule})", item, a11y)
+        )
     found += _glyph_items(diag)
     if diag.truncated:
         found.append(

@@ -99,3 +99,21 @@ def test_accessibility_warns_by_default_and_fails_with_the_setting() -> None:
     assert severities[DiagnosticCode.MISSING_GLYPH] is Severity.WARNING
     result = validation_result(compile_outcome([]), failed, page="p1")
     assert not result.success and result.diagnostics[0].page == "p1"
+
+
+def test_accessibility_is_one_finding_per_rule_and_slide() -> None:
+    """A code slide gave 28 color-contrast lines (reveal.js's demo); now one, with the count."""
+    low = [
+        AccessibilityProblem(
+            rule="color-contrast", impact="serious", target=f"span:nth-child({i})", message="Low"
+        )
+        for i in range(1, 29)
+    ]
+    outcome = render_outcome_from_diagnostics(Diagnostics(accessibility=[*low, ALT]))
+    messages = sorted(d.message for d in outcome.diagnostics)
+    assert len(messages) == 2
+    assert (
+        "color-contrast" in messages[0]
+        and "span:nth-child(1) (and 27 more element(s))" in (messages[0])
+    )
+    assert "image-alt" in messages[1] and "more element" not in messages[1]

@@ -19,6 +19,7 @@ from PIL import Image
 from deckyard.cli.pipeline import usage_problem
 from deckyard.cli.render import usage_problems
 from deckyard.config import Settings
+from deckyard.decks.compile.documents import compile_deck_report
 from deckyard.decks.errors import DeckSourceError
 from deckyard.decks.source.folder import load_deck_folder
 from deckyard.decks.source.limits import DeckLimits
@@ -136,3 +137,20 @@ def test_a_reveal_markdown_deck_renders_every_slide_through_the_markdown_plugin(
     # Each PNG is a different slide (the plugin rendered each piece), none blank.
     digests = {hashlib.sha256((out / p["png"]).read_bytes()).hexdigest() for p in manifest["pages"]}
     assert len(digests) == 8
+
+
+def test_a_deck_in_a_subfolder_of_reveals_repository_loads_dist_from_above(tmp_path: Path) -> None:
+    """reveal.js's own `examples/markdown.html` loads `../dist/`; rendering that file (as
+    `deckyard render reveal.js/examples/markdown.html`) failed every slide on those references."""
+    root = reveal_deck(tmp_path / "reveal.js", MARKDOWN_FIXTURE)
+    examples = root / "examples"
+    examples.mkdir()
+    html = (root / "index.html").read_text().replace('"dist/', '"../dist/')
+    (examples / "markdown.html").write_text(html)
+    (root / "example.md").rename(examples / "example.md")
+    (root / "square.png").rename(examples / "square.png")
+    limits = DeckLimits.from_settings(Settings.load())
+    source = load_deck_folder(examples / "markdown.html", limits)
+    report = compile_deck_report(source, limits)
+    assert report.problems == []
+    assert len(source.pages) == 8  # as the same deck at the root gives

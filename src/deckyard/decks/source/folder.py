@@ -8,6 +8,7 @@ files its slides refer to.
 from __future__ import annotations
 
 import os
+import posixpath
 from pathlib import Path
 
 from deckyard.decks.errors import DeckSourceError
@@ -35,6 +36,7 @@ from deckyard.decks.source.reveal_html import (
     INDEX_FILE,
     deck_from_reveal_html,
     is_reveal_html,
+    rebase_references,
     reveal_entry,
 )
 from deckyard.decks.source.slidev_imports import folder_import_reader
@@ -157,10 +159,37 @@ def _read_tree(folder: Path, limits: ZipLimits) -> dict[str, bytes]:
 
 
 def load_reveal_folder(folder: Path, limits: DeckLimits, entry: str = INDEX_FILE) -> DeckSource:
-    """Load the reveal.js HTML deck in `folder` (its `entry` HTML and the files beside it)."""
+    """Load the reveal.js HTML deck in `folder` (its `entry` HTML and the files beside it).
+
+    An `entry` in a subfolder (`examples/markdown.html`) is read as if it stood in `folder`:
+    its HTML references are rewritten from its own folder (`../dist/reveal.js` ->
+    `dist/reveal.js`), as the browser resolves them, and the files beside it are also found
+    without the subfolder (what its Markdown refers to: `image.png`, not `examples/...`)."""
     files = _read_tree(folder, limits.zip)
     text = decode_text(files[entry], entry)
+    if "/" in entry:
+        here = posixpath.dirname(entry) + "/"
+        text = rebase_references(text, here.rstrip("/"))
+        beside = {p.removeprefix(here): data for p, data in files.items() if p.startswith(here)}
+        name = posixpath.basename(entry)
+        if name in files:
+            name = entry.replace("/", "-")
+        files = {**beside, **files, name: text.encode("utf-8")}
+        entry = name
     return deck_from_reveal_html(text, files, limits, filename=entry)
+
+
+def _reveal_root(entry: Path) -> Path:
+    """The folder a reveal.js HTML file's deck is read from: its own, or, for a file in a
+    subfolder of reveal.js's repository (`examples/markdown.html`, which loads `../dist/`),
+    the nearest of its two parents holding `dist/reveal.js`."""
+    here = entry.parent
+    if (here / "dist" / "reveal.js").is_file():
+        return here
+    for parent in (here.parent, here.parent.parent):
+        if (parent / "dist" / "reveal.js").is_file() and not parent.is_symlink():
+            return parent
+    return here
 
 
 def load_deck_folder(folder: Path, limits: DeckLimits) -> DeckSource:
@@ -175,7 +204,8 @@ def load_deck_folder(folder: Path, limits: DeckLimits) -> DeckSource:
     if folder.is_file() and folder.suffix.lower() in (".html", ".htm"):
         text = folder.read_text(encoding="utf-8", errors="replace")
         if is_reveal_html(text) and not folder.is_symlink():
-            return load_reveal_folder(folder.parent, limits, entry=folder.name)
+            root = _reveal_root(folder)
+            return load_reveal_folder(root, limits, entry=folder.relative_to(root).as_posix())
     if folder.is_file():
         raise DeckSourceError(
             Code.FOLDER_NOT_FOUND,

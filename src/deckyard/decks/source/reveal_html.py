@@ -13,6 +13,7 @@ sections as vertical slides, hidden ones left out as reveal.js removes them), af
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
@@ -193,6 +194,36 @@ def _warnings(
                 )
             )
     return out
+
+
+_REFERENCE_ATTRIBUTES = (
+    "src",
+    "href",
+    "poster",
+    "data-src",
+    "data-markdown",
+    "data-background",
+    "data-background-image",
+    "data-background-video",
+)
+
+
+def rebase_references(text: str, folder: str) -> str:
+    """`text` (an HTML deck in `folder`) with its relative references made relative to the
+    deck's root instead (`../dist/reveal.js` in `examples/` -> `dist/reveal.js`)."""
+    soup = BeautifulSoup(text, "html5lib")
+    for tag in soup.find_all(True):
+        for name in _REFERENCE_ATTRIBUTES:
+            value = tag.get(name)
+            if not isinstance(value, str) or not value.strip():
+                continue
+            ref = value.strip()
+            if ref.startswith(("#", "/", "data:")) or re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", ref):
+                continue
+            rebased = posixpath.normpath(posixpath.join(folder, ref))
+            if not rebased.startswith(".."):
+                tag[name] = rebased
+    return str(soup)
 
 
 def deck_from_reveal_html(

@@ -15,7 +15,9 @@
 // (transitions, clicks, the twoslash and magic-move styles, KaTeX's fonts), and index.css's
 // rule for Slidev's app shell (html, body, #app: a full-window, clipped page).
 // Deckyard places Slidev's slide container itself (slidev_layouts.py): the slide carries
-// Slidev's `dark` class (so `html.dark` becomes `.dark`), the container is the canvas (its size
+// Slidev's `dark` class (so `html.dark` becomes `.dark`, and `html:not(.dark)` the slide's own
+// `.dy-slidev:not(.dark)`: a bare `:not(.dark)` would match <html> on a dark slide too, and
+// code.css's light Shiki colours, which come later, would win there), the container is the canvas (its size
 // and zoom inline), and its text takes the colour schema's text colour, as Slidev's <html> does.
 'use strict'
 
@@ -125,7 +127,7 @@ async function build(input) {
     .join('\n')
     .replace(/html\.dark:root/g, '.dark')
     .replace(/html\.dark/g, '.dark')
-    .replace(/html:not\(\.dark\)/g, ':not(.dark)')
+    .replace(/html:not\(\.dark\)/g, '.dy-slidev:not(.dark)')
   return { css }
 }
 

@@ -33,12 +33,19 @@ from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
 from deckyard.decks.compile.markdown import annotate_tokens
+from deckyard.decks.compile.slide_math import (
+    aligned_cells,
+    math_interrupts_paragraphs,
+    mathml_latex,
+)
+from deckyard.decks.compile.slidev_code import code_block, fence_info
 from deckyard.decks.compile.slidev_layouts import (
     render_layout,
     slidev_layout,
     slidev_page,
     split_slots,
 )
+from deckyard.decks.compile.slidev_toc import render_toc
 from deckyard.decks.diagrams import MERMAID_CLASS, mermaid_available
 from deckyard.decks.icons import inline_icons
 from deckyard.decks.source.markdown_directives import (
@@ -86,10 +93,22 @@ def _highlight(code: str, lang: str, _attrs: str) -> str:
     return f'<pre class="{CODE_CLASS}"{language}><code>{body}</code></pre>\n'
 
 
+def _slidev_fence(self: Any, tokens: list[Token], idx: int, _options: Any, _env: Any) -> str:
+    """A fence of a Slidev slide as Slidev's code block (`slidev_code.py`)."""
+    token = tokens[idx]
+    info = fence_info(token.info)
+    if info.lang.lower() == "mermaid" and mermaid_available():
+        return _highlight(token.content, info.lang, "")
+    return code_block(token.content, info)
+
+
 def _math(latex: str, options: dict[str, Any]) -> str:
     display = "block" if options.get("display_mode") else "inline"
     try:
-        return str(latex2mathml.converter.convert(latex, display=display))
+        mathml = latex2mathml.converter.convert(
+            mathml_latex(latex, display=display == "block"), display=display
+        )
+        return aligned_cells(str(mathml))
     except Exception:  # latex2mathml raises many types; the scan already warned
         return f'<code class="dy-math-error">{html.escape(latex)}</code>'
 
@@ -115,7 +134,9 @@ def _emoji_rule(state: StateCore) -> None:
 
 
 @lru_cache(maxsize=8)
-def _parser(allow_html: bool, extensions: tuple[str, ...]) -> MarkdownIt:
+def _parser(allow_html: bool, extensions: tuple[str, ...], slidev: bool = False) -> MarkdownIt:
+    """The slide parser; Slidev's (`slidev`) draws code blocks as Slidev does, and lets display
+    math (`$$`) start right under a paragraph's line, as Slidev's KaTeX plugin does."""
     md = MarkdownIt("commonmark", {"html": allow_html, "highlight": _highlight})
     md.enable(["table", "strikethrough", *extensions])
     md.use(footnote_plugin)
@@ -127,6 +148,9 @@ def _parser(allow_html: bool, extensions: tuple[str, ...]) -> MarkdownIt:
         validate=lambda params, *_: bool(params.strip()),
         render=_container_render,
     )
+    if slidev:
+        md.add_render_rule("fence", _slidev_fence)
+        math_interrupts_paragraphs(md)
     return md
 
 
@@ -249,6 +273,9 @@ def _slidev_slide(
     if layout is None:
         return None
     text = inline_icons(text, allow_html=allow_html, icon_class="slidev-icon")
+    toc = canvas.get("toc")
+    if isinstance(toc, list):
+        text = render_toc(text, toc, int(canvas.get("slide") or 0), md.renderInline)
     slots = {name: _body(md, part)[0] for name, part in split_slots(text).items()}
     try:
         width, height = float(canvas["width"]), float(canvas["height"])
@@ -275,10 +302,10 @@ def render_slide(text: str, *, allow_html: bool, extensions: tuple[str, ...]) ->
     compiler) carries the colour and background directives. A slide of a Slidev deck (its
     page says so) is laid out by Slidev's own layout instead (`_slidev_slide`).
     """
-    md = _parser(allow_html, extensions)
     comments = split_comments(text)
     from_attributes, _ignored = attribute_directives(comments.attributes)
     directives = {**from_attributes, **comments.effective()}
+    md = _parser(allow_html, extensions, SLIDEV_DIRECTIVE in directives)
     slidev = _slidev_slide(md, comments.text, directives, comments.notes, allow_html)
     if slidev is not None:
         return slidev

@@ -79,6 +79,8 @@ class ParsedSlide:
     notes: list[str]
     file: str | None = None
     """The file a Slidev `src:` import took the slide from; None for the deck's own file."""
+    front: dict[str, Any] = field(default_factory=dict)
+    """The slide's own front matter as written (the first slide's: the deck's head matter)."""
 
     def page_text(self, file: str | None = None) -> str:
         """The slide as a self-contained Markdown page: its text, then its directives.
@@ -165,7 +167,7 @@ _DECK_KEYS = frozenset(
     }
 )
 _SLIDE_ONLY = frozenset({"hide", "disabled"})
-_SLIDE_USED = LOCAL_DIRECTIVES | _SLIDE_ONLY | {"src"}
+_SLIDE_USED = LOCAL_DIRECTIVES | _SLIDE_ONLY | {"src", "level", "hideInToc"}
 _FIRST_ONLY = frozenset({"layout", "background", "image"})
 _DEFAULT_SEPARATOR = r"^---\s*$"
 _REVEAL_VERTICAL = r"^--\s*$"
@@ -421,6 +423,7 @@ def parse_markdown_deck(text: str, read: ImportReader | None = None) -> Markdown
             warnings.append(DeckWarning(chunk.first + line - 1, number, message, chunk.file))
         slide = ParsedSlide(number, chunk.first, slide_text, directives, comments.notes)
         slide.file = chunk.file
+        slide.front = {**front, **chunk.front} if number == 1 else dict(chunk.front)
         slides.append(slide)
     warnings.sort(key=lambda w: (w.slide or 0, w.line))
     return MarkdownDeck(convention, front, deck, slides, warnings)

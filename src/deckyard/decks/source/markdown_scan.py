@@ -18,10 +18,26 @@ from markdown_it import MarkdownIt
 from markdown_it.token import Token
 from mdit_py_plugins.dollarmath import dollarmath_plugin
 
+from deckyard.decks.compile.slide_math import math_interrupts_paragraphs, math_steps, mathml_latex
+from deckyard.decks.compile.slidev_code import fence_info, fence_problems
 from deckyard.decks.diagrams import mermaid_available
 from deckyard.decks.icons import find_icons, icon_svg
 
-_CLICK = re.compile(r"<v-clicks?\b|\sv-(click|after|motion|mark|drag)\b", re.IGNORECASE)
+_CLICK = re.compile(r"<v-clicks?\b|\sv-(click|after)\b", re.IGNORECASE)
+_DIRECTIVES = {
+    "motion": "Slidev motion (v-motion) is not animated; the element shows at rest",
+    "mark": "Slidev's marks (v-mark) are not drawn; the text shows unmarked",
+    "drag": "Slidev's draggable position (v-drag) is not applied; the element stays in the flow",
+}
+_DIRECTIVE = re.compile(r"\sv-(motion|mark|drag)\b", re.IGNORECASE)
+_BUILTIN = re.compile(r"<(v-drag-arrow|v-drag|arrow|v-switch)\b", re.IGNORECASE)
+_BUILTINS = {
+    "v-drag": "Slidev's <v-drag> is not placed; its content stays in the flow",
+    "v-drag-arrow": "Slidev's <v-drag-arrow> is not drawn",
+    "arrow": "Slidev's <arrow> is not drawn",
+    "v-switch": "Slidev's <v-switch> is not stepped; all its slots show",
+}
+_SNIPPET = re.compile(r"^<<<\s*(\S+)", re.MULTILINE)
 _COMPONENT = re.compile(r"<([A-Z][A-Za-z0-9]*)\b")
 _FIT = re.compile(r"<!--\s*fit\s*-->", re.IGNORECASE)
 _ELEMENT = re.compile(r"<!--\s*\.element:")
@@ -48,13 +64,19 @@ _UTILITY = re.compile(
 
 @lru_cache(maxsize=1)
 def _parser() -> MarkdownIt:
-    return MarkdownIt("commonmark", {"html": True}).enable("table").use(dollarmath_plugin)
+    md = MarkdownIt("commonmark", {"html": True}).enable("table").use(dollarmath_plugin)
+    math_interrupts_paragraphs(md)
+    return md
 
 
 def _html_problems(content: str, line: int, *, inline: bool) -> list[tuple[int, str]]:
     found: list[tuple[int, str]] = []
     if _CLICK.search(content):
         found.append((line, "Slidev clicks (v-click) are not animated; all content shows at once"))
+    for name in dict.fromkeys(m.lower() for m in _DIRECTIVE.findall(content)):
+        found.append((line, _DIRECTIVES[name]))
+    for name in dict.fromkeys(m.lower() for m in _BUILTIN.findall(content)):
+        found.append((line, _BUILTINS[name]))
     for name in dict.fromkeys(_COMPONENT.findall(content)):
         found.append((line, f"the Vue component <{name}> is not rendered; only its text shows"))
     if inline and _ELEMENT.search(content):
@@ -73,12 +95,37 @@ def _shortcode_problems(content: str, line: int) -> list[tuple[int, str]]:
     ]
 
 
-def _math_problem(token: Token, line: int) -> tuple[int, str] | None:
+def _math_problems(token: Token, line: int) -> list[tuple[int, str]]:
+    latex, steps = math_steps(token.content)
+    found: list[tuple[int, str]] = []
+    if steps and token.type != "math_inline":
+        said = f"math click steps ({{{steps}}}) are not stepped; every line shows"
+        found.append((line, said))
     try:
-        latex2mathml.converter.convert(token.content.strip())
+        latex2mathml.converter.convert(mathml_latex(latex, display=False).strip())
     except Exception as exc:  # latex2mathml raises many exception types for bad input
-        return (line, f"this math cannot be converted ({exc}); it is shown as LaTeX source")
-    return None
+        said = f"this math cannot be converted ({exc}); it is shown as LaTeX source"
+        found.append((line, said))
+    return found
+
+
+def _fence_problems(token: Token, line: int) -> list[tuple[int, str]]:
+    words = token.info.split()
+    lang = fence_info(token.info).lang.lower() if words else ""
+    if lang in _DIAGRAMS:
+        if lang == "mermaid" and mermaid_available():
+            found = []
+        else:
+            said = f"{_DIAGRAMS[lang]} diagrams are not rendered; the source shows as code"
+            found = [(line, said)]
+        if "{" in token.info:
+            found.append((line, "the diagram's options ({…}) are ignored"))
+        return found
+    info = fence_info(token.info)
+    found = [(line, message) for message in fence_problems(token.info)]
+    if info.steps or info.line_numbers:
+        found.insert(0, (line, "code-line highlighting ({…}) is ignored"))
+    return found
 
 
 def is_utility_class(word: str) -> bool:
@@ -145,29 +192,23 @@ def scan_unsupported(text: str) -> list[tuple[int, str]]:
     for token in _parser().parse(text):
         line = token.map[0] + 1 if token.map else 1
         if token.type == "fence":
-            words = token.info.split()
-            lang = words[0].lower() if words else ""
-            if lang == "mermaid" and mermaid_available():
-                pass
-            elif lang in _DIAGRAMS:
-                found.append(
-                    (line, f"{_DIAGRAMS[lang]} diagrams are not rendered; the source shows as code")
-                )
-            if "{" in token.info:
-                found.append((line, "code-line highlighting ({…}) is ignored"))
+            found.extend(_fence_problems(token, line))
         elif token.type == "html_block":
             found.extend(_html_problems(token.content, line, inline=False))
             found.extend(_mustache_problems(token.content, line))
         elif token.type.startswith("math_block"):
-            problem = _math_problem(token, line)
-            if problem:
-                found.append(problem)
+            found.extend(_math_problems(token, line))
         elif token.type == "inline":
+            for snippet in _SNIPPET.finditer(token.content):
+                at = line + token.content.count("\n", 0, snippet.start())
+                said = f"the code snippet import (<<< {snippet.group(1)}) is not read; "
+                said += "it shows as text"
+                found.append((at, said))
             for child in token.children or []:
                 if child.type == "html_inline":
                     found.extend(_html_problems(child.content, line, inline=True))
-                elif child.type == "math_inline" and (problem := _math_problem(child, line)):
-                    found.append(problem)
+                elif child.type.startswith("math_inline"):
+                    found.extend(_math_problems(child, line))
                 elif child.type == "text":
                     found.extend(_shortcode_problems(child.content, line))
                     found.extend(_mustache_problems(child.content, line))

@@ -7,8 +7,9 @@ client's and default theme's style sheets), and each slide is laid out by Slidev
 `aspectRatio`, scaled to the slide size, so its rem-based type comes out as Slidev's. Each page
 says so in its directives (`SLIDEV_DIRECTIVE`), with the canvas and the colour schema, so a
 page stays self-contained. As in Slidev, the first slide's layout is `cover` and the others'
-`default`. What the vendored packages cannot honour (another theme, a layout they do not
-have) is a warning naming the slide and the line.
+`default`. A page with Slidev's `<Toc>` also carries the deck's slide titles
+(`compile/slidev_toc.py`). What the vendored packages cannot honour (another theme, a layout
+they do not have) is a warning naming the slide and the line.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from deckyard.decks.compile.slidev_layouts import SHELL_CLASSES, layouts_available, slidev_layout
+from deckyard.decks.compile.slidev_toc import toc_entries, uses_toc
 from deckyard.decks.source.deck_source import SourceWarning
 from deckyard.decks.source.markdown_deck import MarkdownDeck
 from deckyard.decks.source.markdown_directives import SLIDEV_DIRECTIVE
@@ -27,7 +29,12 @@ CANVAS_WIDTH = 980
 """Slidev's default `canvasWidth`."""
 THEMES = frozenset({"default", "@slidev/theme-default"})
 """The Slidev themes that are vendored."""
-_NOW_HONOURED = ("UnoCSS utility classes have no effect", "front matter 'fonts' has no effect")
+_NOW_HONOURED = (
+    "UnoCSS utility classes have no effect",
+    "front matter 'fonts' has no effect",
+    "code-line highlighting ({…}) is ignored",
+    "the Vue component <Toc> is not rendered",
+)
 
 
 @dataclass(frozen=True)
@@ -74,6 +81,7 @@ def slidev_look(
         "dark": _dark(deck.front_matter),
     }
     warnings: list[SourceWarning] = []
+    toc = toc_entries([(s.number, s.text, s.front) for s in deck.slides])
     theme = deck.front_matter.get("theme")
     if isinstance(theme, str) and theme.strip() and theme.strip() not in THEMES:
         said = (
@@ -91,7 +99,8 @@ def slidev_look(
             )
             layout = "default"
         slide.directives["layout"] = layout
-        slide.directives[SLIDEV_DIRECTIVE] = canvas
+        shown = {**canvas, "toc": toc, "slide": slide.number} if uses_toc(slide.text) else canvas
+        slide.directives[SLIDEV_DIRECTIVE] = shown
     return SlidevLook(css, warnings)
 
 

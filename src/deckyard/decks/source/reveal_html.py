@@ -8,7 +8,8 @@ stays as written. The folder's files become assets under `assets/`, where the pa
 are resolved. The slides are counted from the markup (`.reveal .slides > section`, nested
 sections as vertical slides, hidden ones left out as reveal.js removes them), after the
 `data-markdown` sections are cut into their slides as reveal.js's Markdown plugin cuts them
-(`reveal_markdown.py`). A deck's HTML file need not be `index.html` (`reveal_entry`).
+(`reveal_markdown.py`). A deck's HTML file need not be `index.html` (`reveal_entry`). The
+Math plugin is given the vendored KaTeX instead of a CDN's (`reveal_math.py`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from deckyard.decks.source.assemble import ASSETS_DIR, assemble_deck, parse_mani
 from deckyard.decks.source.deck_source import DeckSource, PageKind, PageSource, SourceWarning
 from deckyard.decks.source.limits import DeckLimits
 from deckyard.decks.source.reveal_markdown import NEVER, expand_markdown_sections, markdown_notes
+from deckyard.decks.source.reveal_math import with_math
 
 INDEX_FILE = "index.html"
 REVEAL_WIDTH = 960
@@ -239,6 +241,8 @@ def deck_from_reveal_html(
         raise DeckSourceError(
             Code.NO_PAGES, f"{filename}: no <section> slides in .reveal .slides", file=filename
         )
+    text, math_files, math_warnings = with_math(text, filename)
+    files = {**files, **math_files}
     width = max(2, len(str(len(slides))))
     pages = [
         PageSource(
@@ -260,6 +264,5 @@ def deck_from_reveal_html(
     manifest = parse_manifest(raw, file=filename, prefix="")
     assets = {ASSETS_DIR + path: data for path, data in files.items() if path != filename}
     source = assemble_deck(manifest, assets, limits, manifest_file=filename, extra_pages=pages)
-    return source.model_copy(
-        update={"warnings": [*source.warnings, *split_warnings, *_warnings(slides, soup, filename)]}
-    )
+    warnings = [*source.warnings, *split_warnings, *_warnings(slides, soup, filename)]
+    return source.model_copy(update={"warnings": warnings + math_warnings})

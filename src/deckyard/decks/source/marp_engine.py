@@ -45,6 +45,38 @@ class MarpOutput:
     script: str
 
 
+class NodeScriptFailed(Exception):
+    """A vendored Node script did not answer: why, in a few words."""
+
+
+def run_node_json(node: str, script: Path, payload: str, *, timeout: float) -> dict[str, Any]:
+    """Run `script` of vendor/js with `payload` on stdin; its JSON object answer on stdout.
+
+    Raises `NodeScriptFailed` when it cannot start, times out, or answers anything but a JSON
+    object (with the last line it wrote to stderr)."""
+    try:
+        done = subprocess.run(
+            [node, str(script)],
+            input=payload.encode("utf-8"),
+            capture_output=True,
+            timeout=timeout,
+            cwd=VENDOR_JS,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise NodeScriptFailed(f"it took longer than {timeout:g} s") from None
+    except OSError as exc:
+        raise NodeScriptFailed(f"node could not be started ({exc.strerror})") from None
+    try:
+        answer = json.loads(done.stdout.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        last = done.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no output"]
+        raise NodeScriptFailed(f"node exited with {done.returncode}: {last[0]}") from None
+    if not isinstance(answer, dict):
+        raise NodeScriptFailed("an unexpected answer")
+    return answer
+
+
 def node_executable() -> str | None:
     """The `node` on PATH, or None."""
     return shutil.which("node")
@@ -102,26 +134,11 @@ def convert_marp(
         }
     )
     try:
-        done = subprocess.run(
-            [node, str(CONVERT_SCRIPT)],
-            input=payload.encode("utf-8"),
-            capture_output=True,
-            timeout=timeout,
-            cwd=VENDOR_JS,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        raise _failed(filename, f"it took longer than {timeout:g} s") from None
-    except OSError as exc:
-        raise _failed(filename, f"node could not be started ({exc.strerror})") from None
-    try:
-        answer = json.loads(done.stdout.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        last = done.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no output"]
-        raise _failed(filename, f"node exited with {done.returncode}: {last[0]}") from None
-    if not isinstance(answer, dict) or "error" in answer:
-        why = answer.get("error") if isinstance(answer, dict) else "an unexpected answer"
-        raise _failed(filename, str(why))
+        answer = run_node_json(node, CONVERT_SCRIPT, payload, timeout=timeout)
+    except NodeScriptFailed as exc:
+        raise _failed(filename, str(exc)) from None
+    if "error" in answer:
+        raise _failed(filename, str(answer["error"]))
     try:
         slides = [_slide(raw) for raw in answer["slides"]]
         return MarpOutput(str(answer["css"]), slides, str(answer["script"]))

@@ -12,11 +12,15 @@ to install them and the caller falls back to Deckyard's own look, with a warning
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Mapping
 from typing import Any
 
-from deckyard.decks.source.marp_engine import VENDOR_JS, node_executable
+from deckyard.decks.source.marp_engine import (
+    VENDOR_JS,
+    NodeScriptFailed,
+    node_executable,
+    run_node_json,
+)
 
 STYLES_SCRIPT = VENDOR_JS / "slidev_styles.cjs"
 CLIENT_PACKAGE = VENDOR_JS / "node_modules" / "@slidev" / "client" / "package.json"
@@ -49,24 +53,9 @@ def slidev_css(content: list[str], fonts: Mapping[str, Any] | None, *, timeout: 
         raise SlidevUnavailable(f"{missing} is not installed: {INSTALL}")
     payload = json.dumps({"content": content, "fonts": dict(fonts) if fonts else None})
     try:
-        done = subprocess.run(
-            [node, str(STYLES_SCRIPT)],
-            input=payload.encode("utf-8"),
-            capture_output=True,
-            timeout=timeout,
-            cwd=VENDOR_JS,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        raise SlidevUnavailable(f"building its styles took longer than {timeout:g} s") from None
-    except OSError as exc:
-        raise SlidevUnavailable(f"node could not be started ({exc.strerror})") from None
-    try:
-        answer = json.loads(done.stdout.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        last = done.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no output"]
-        raise SlidevUnavailable(f"node exited with {done.returncode}: {last[0]}") from None
-    if not isinstance(answer, dict) or not isinstance(answer.get("css"), str):
-        why = answer.get("error") if isinstance(answer, dict) else None
-        raise SlidevUnavailable(str(why or "an unexpected answer"))
+        answer = run_node_json(node, STYLES_SCRIPT, payload, timeout=timeout)
+    except NodeScriptFailed as exc:
+        raise SlidevUnavailable(f"building its styles failed: {exc}") from None
+    if not isinstance(answer.get("css"), str):
+        raise SlidevUnavailable(str(answer.get("error") or "an unexpected answer"))
     return str(answer["css"])

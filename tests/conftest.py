@@ -22,6 +22,11 @@ if worker := os.environ.get("PYTEST_XDIST_WORKER"):
     # (tests/drills/support.py) must not be the one the controller set for every worker.
     os.environ["DECKYARD_DRILL_SESSION"] = f"{worker}-{os.getpid()}"
 
+# The page audit (axe-core, the glyph check) doubles every render's time; the tests that are about
+# it turn it on (tests/drills/test_page_audit.py, tests/e2e/test_page_audit_cli.py), the others
+# test what they are about within the CI budget. Subprocesses inherit it (clean_env passes it on).
+os.environ.setdefault("DECKYARD_RENDERER_PAGE_AUDIT", "false")
+
 PG_URL = os.environ.get("TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test")
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 _pg_problem: list[str | None] = []

@@ -63,6 +63,14 @@ def renderer(site: DrillSite) -> Iterator[RendererProcess]:
 
 
 @pytest.fixture(scope="module")
+def audited(site: DrillSite) -> Iterator[RendererProcess]:
+    """A renderer with the page audit on (tests/conftest.py turns it off for the others)."""
+    process = start_renderer(site, renderer_page_audit="true")
+    yield process
+    stop_renderer(process)
+
+
+@pytest.fixture(scope="module")
 def one_tab(site: DrillSite) -> Iterator[RendererProcess]:
     """A renderer with one slot and no spare tab, one per test module: consecutive documents
     (or a deck's pages) go through the same tab."""

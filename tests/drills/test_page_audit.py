@@ -21,14 +21,14 @@ def diagnostics(renderer: RendererProcess, attempt: str, page: str) -> dict[str,
 
 
 def test_axe_reports_alt_text_heading_order_lang_links_and_contrast(
-    renderer: RendererProcess,
+    audited: RendererProcess,
 ) -> None:
     page = f"""<html><body style="background:#fff">
     <h1>Title</h1><h4>Jumped</h4>
     <img src="{GIF}" width="20" height="20">
     <a href="#x"></a>
     <p style="color:#bbb">Pale grey text</p></body></html>"""
-    found = diagnostics(renderer, "axe-bad", page)
+    found = diagnostics(audited, "axe-bad", page)
     rules = {p["rule"]: p for p in found["accessibility"]}
     assert set(rules) == {
         "image-alt",
@@ -44,20 +44,20 @@ def test_axe_reports_alt_text_heading_order_lang_links_and_contrast(
     assert found["timings"]["audit_ms"] > 0
 
 
-def test_a_clean_page_has_no_accessibility_findings(renderer: RendererProcess) -> None:
+def test_a_clean_page_has_no_accessibility_findings(audited: RendererProcess) -> None:
     page = f"""<html lang="en"><body style="background:#fff;color:#111">
     <h1>Title</h1><h2>Section</h2><img src="{GIF}" alt="A dot" width="20" height="20">
     <a href="#x">Read more</a></body></html>"""
-    found = diagnostics(renderer, "axe-clean", page)
+    found = diagnostics(audited, "axe-clean", page)
     assert found["accessibility"] == []
     assert found["missing_glyphs"] == [] and found["font_fallbacks"] == []
 
 
-def test_a_character_no_font_has_is_a_missing_glyph(renderer: RendererProcess) -> None:
+def test_a_character_no_font_has_is_a_missing_glyph(audited: RendererProcess) -> None:
     page = """<html lang="en"><body>
     <p class="pua" style="font-family: 'Noto Sans', sans-serif">Icon \ue000 here \U0010fffd</p>
     <p>Plain words</p></body></html>"""
-    found = diagnostics(renderer, "glyph-pua", page)
+    found = diagnostics(audited, "glyph-pua", page)
     [missing] = found["missing_glyphs"]
     assert missing["characters"] == "\ue000\U0010fffd"
     assert missing["element"] == "p.pua"
@@ -66,13 +66,13 @@ def test_a_character_no_font_has_is_a_missing_glyph(renderer: RendererProcess) -
     assert found["font_fallbacks"] == []
 
 
-def test_cjk_text_in_a_font_that_is_not_there_is_a_fallback(renderer: RendererProcess) -> None:
+def test_cjk_text_in_a_font_that_is_not_there_is_a_fallback(audited: RendererProcess) -> None:
     page = """<html lang="ja"><body>
     <p style="font-family: NoSuchFont">日本語のテキスト</p>
     <p style="font-family: NoSuchFont, 'Noto Sans CJK JP', sans-serif">名前のある予備</p>
     <p style="font-family: sans-serif">総称ファミリー</p>
     <p>既定のフォント</p></body></html>"""
-    found = diagnostics(renderer, "glyph-cjk", page)
+    found = diagnostics(audited, "glyph-cjk", page)
     [fallback] = found["font_fallbacks"]
     assert fallback["requested"] == "NoSuchFont"
     assert fallback["text"] == "日本語のテキスト"

@@ -19,7 +19,7 @@ AUDIT_CODES = ("RENDER_ACCESSIBILITY", "RENDER_MISSING_GLYPH", "RENDER_FONT_FALL
 def validate(tmp_path: Path, deck: Path, **env: str) -> tuple[int, str]:
     done = subprocess.run(
         [*DECKYARD, "validate", str(deck)],
-        env=clean_env(tmp_path, COLUMNS="400", **env),
+        env=clean_env(tmp_path, COLUMNS="400", **{"DECKYARD_RENDERER_PAGE_AUDIT": "true", **env}),
         cwd=tmp_path,
         capture_output=True,
         text=True,

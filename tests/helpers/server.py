@@ -30,6 +30,9 @@ def free_port() -> int:
 
 def clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("DECKYARD_")}
+    audit = os.environ.get("DECKYARD_RENDERER_PAGE_AUDIT")  # tests/conftest.py: off unless asked
+    if audit is not None:
+        env["DECKYARD_RENDERER_PAGE_AUDIT"] = audit
     env.update({"DECKYARD_DATA_DIR": str(tmp_path / "data"), **extra})
     return env
 

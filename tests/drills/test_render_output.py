@@ -173,13 +173,17 @@ def test_text_in_its_background_colour_is_reported_as_invisible(
            style="position:absolute;inset:0;width:100%;height:100%">
       <p style="position:relative;color:#fff">White over a picture: unknown, not reported</p>
     </div>
-    <p hidden style="color:#fff">Hidden is not shown</p></body></html>"""
+    <p hidden style="color:#fff">Hidden is not shown</p>
+    <div style="pointer-events:none;background:#111;color:#fff">
+      <span>White on black where hit-testing is off (reveal.js's interactive backgrounds)</span>
+      <b style="color:#111">Black on black there too</b></div></body></html>"""
     body = {"attempt_id": "contrast-1", "document": page, "width": 600, "height": 400}
     assert renderer.client.post("/v1/attempts", json=body).status_code == 202
     invisible = renderer.wait_terminal("contrast-1")["diagnostics"]["invisible_text"]
-    assert len(invisible) == 2, invisible
+    assert len(invisible) == 3, invisible
     assert invisible[0].startswith('h1 "White on white": text rgb(255,255,255) on rgb(250,250,250)')
     assert invisible[1].startswith('p "Almost transparent"')
+    assert invisible[2].startswith('b "Black on black there too": text rgb(17,17,17) on rgb(17,')
 
 
 def test_fresh_context_per_attempt_leaks_nothing(

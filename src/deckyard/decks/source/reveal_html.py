@@ -9,7 +9,9 @@ are resolved. The slides are counted from the markup (`.reveal .slides > section
 sections as vertical slides, hidden ones left out as reveal.js removes them), after the
 `data-markdown` sections are cut into their slides as reveal.js's Markdown plugin cuts them
 (`reveal_markdown.py`). A deck's HTML file need not be `index.html` (`reveal_entry`). The
-Math plugin is given the vendored KaTeX instead of a CDN's (`reveal_math.py`).
+Math plugin is given the vendored KaTeX instead of a CDN's (`reveal_math.py`). A remote web page
+in a slide (`data-background-iframe`, an `<iframe src>`) is left out with a warning: the renderer
+has no network, and a page is not a file that could be fetched for it (`without_remote_frames`).
 """
 
 from __future__ import annotations
@@ -210,6 +212,55 @@ _REFERENCE_ATTRIBUTES = (
 )
 
 
+_REMOTE_URL = re.compile(r"^\s*(?:https?:)?//", re.IGNORECASE)
+_FRAME_TAG = re.compile(r"<(?P<tag>section|iframe)\b[^>]*>", re.IGNORECASE)
+_FRAME_ATTRIBUTE = {
+    "section": re.compile(
+        r"(?<=\s)data-background-iframe(?=\s*=\s*[\"']?\s*(?:https?:)?//)", re.IGNORECASE
+    ),
+    "iframe": re.compile(r"(?<=\s)src(?=\s*=\s*[\"']?\s*(?:https?:)?//)", re.IGNORECASE),
+}
+LEFT_OUT_FRAME = "data-deckyard-remote-frame"
+"""What a remote frame's attribute is renamed to: the markup keeps the URL, reveal.js ignores it."""
+
+
+def without_remote_frames(
+    text: str, slides: list[tuple[int, int, Tag]], soup: BeautifulSoup, filename: str
+) -> tuple[str, list[SourceWarning]]:
+    """`text` with its remote iframe backgrounds and `<iframe src>`s left out, and a warning each.
+
+    The attribute is renamed in place (`LEFT_OUT_FRAME`), so lines keep their numbers; the slide
+    shows as if the frame had not loaded, its own background (or the theme's) behind it.
+    """
+
+    def rename(match: re.Match[str]) -> str:
+        return _FRAME_ATTRIBUTE[match["tag"].lower()].sub(LEFT_OUT_FRAME, match[0], count=1)
+
+    numbers = {id(section): n for n, (_h, _v, section) in enumerate(slides, start=1)}
+    warnings: list[SourceWarning] = []
+    for frame in soup.select("section[data-background-iframe], iframe[src]"):
+        name = "src" if frame.name == "iframe" else "data-background-iframe"
+        url = frame.get(name)
+        if not isinstance(url, str) or not _REMOTE_URL.match(url):
+            continue
+        section = frame if frame.name == "section" else frame.find_parent("section")
+        while section is not None and id(section) not in numbers:
+            section = section.find_parent("section")
+        what = "an iframe background" if frame.name == "section" else "an <iframe>"
+        warnings.append(
+            SourceWarning(
+                file=filename,
+                line=frame.sourceline,
+                slide=numbers.get(id(section)) if section is not None else None,
+                message=f"{what} showing a web page ({url.strip()[:200]}) is left out: renders "
+                "have no network, and a web page cannot be fetched as a file",
+            )
+        )
+    if not warnings:
+        return text, []
+    return _FRAME_TAG.sub(rename, text), warnings
+
+
 def rebase_references(text: str, folder: str) -> str:
     """`text` (an HTML deck in `folder`) with its relative references made relative to the
     deck's root instead (`../dist/reveal.js` in `examples/` -> `dist/reveal.js`)."""
@@ -241,6 +292,7 @@ def deck_from_reveal_html(
         raise DeckSourceError(
             Code.NO_PAGES, f"{filename}: no <section> slides in .reveal .slides", file=filename
         )
+    text, frame_warnings = without_remote_frames(text, slides, soup, filename)
     text, math_files, math_warnings = with_math(text, filename)
     files = {**files, **math_files}
     width = max(2, len(str(len(slides))))
@@ -265,4 +317,4 @@ def deck_from_reveal_html(
     assets = {ASSETS_DIR + path: data for path, data in files.items() if path != filename}
     source = assemble_deck(manifest, assets, limits, manifest_file=filename, extra_pages=pages)
     warnings = [*source.warnings, *split_warnings, *_warnings(slides, soup, filename)]
-    return source.model_copy(update={"warnings": warnings + math_warnings})
+    return source.model_copy(update={"warnings": warnings + frame_warnings + math_warnings})

@@ -77,8 +77,9 @@ INSPECT_SCRIPT = """async ([scanLimit, maxItems, minContrast]) => {
   const backdrop = (el, x, y) => {
     const stack = document.elementsFromPoint(x, y);
     const start = stack.indexOf(el);
+    if (start < 0) return null;  // covered by another element: not judged here
     const layers = [];
-    for (const under of start < 0 ? [] : stack.slice(start)) {
+    for (const under of stack.slice(start)) {
       const cs = getComputedStyle(under);
       if (pictures.has(under.tagName.toUpperCase()) || cs.backgroundImage !== 'none') return null;
       const bg = parse(cs.backgroundColor);
@@ -109,6 +110,12 @@ INSPECT_SCRIPT = """async ([scanLimit, maxItems, minContrast]) => {
       Math.round(r.width) + 'x' + Math.round(r.height);
     overflow.push(name + ' at ' + where + (clipped ? ' (content clipped)' : ' (outside viewport)'));
   }
+  // Hit-testing (elementsFromPoint) skips `pointer-events: none`, which pages set on what is
+  // shown all the same (reveal.js on a slide with an interactive background): for this scan,
+  // every element is hit as it is painted. The style changes no pixel and is removed after.
+  const hitAll = document.createElement('style');
+  hitAll.textContent = '* { pointer-events: auto !important; }';
+  (document.head || document.documentElement).appendChild(hitAll);
   for (let i = 0; i < count && invisible.length < maxItems; i++) {
     const el = all[i];
     const text = Array.from(el.childNodes).filter((n) => n.nodeType === 3 && n.data.trim());
@@ -136,6 +143,7 @@ INSPECT_SCRIPT = """async ([scanLimit, maxItems, minContrast]) => {
     invisible.push(name + ' "' + words + '": text ' + rgb(shown) + ' on ' + rgb(under) +
       ' (contrast ' + ratio.toFixed(2) + ':1)');
   }
+  hitAll.remove();
   return {
     overflow,
     invisibleText: invisible,

@@ -44,6 +44,20 @@ def test_axe_reports_alt_text_heading_order_lang_links_and_contrast(
     assert found["timings"]["audit_ms"] > 0
 
 
+def test_the_pages_own_script_cannot_silence_the_audit(audited: RendererProcess) -> None:
+    """axe-core runs in a world of its own: a page that defines or breaks `axe` changes nothing."""
+    page = f"""<html><body style="background:#fff;color:#111">
+    <script>
+      window.axe = {{ run: () => Promise.resolve({{ violations: [] }}) }};
+      Object.defineProperty(window, 'axe', {{ value: window.axe, writable: false }});
+      Element.prototype.getAttribute = () => 'stolen';
+    </script>
+    <h1>Title</h1><img src="{GIF}" width="20" height="20"></body></html>"""
+    for attempt in ("axe-tamper-1", "axe-tamper-2"):  # a fresh tab, then a reset one
+        rules = {p["rule"] for p in diagnostics(audited, attempt, page)["accessibility"]}
+        assert {"image-alt", "html-has-lang"} <= rules, attempt
+
+
 def test_a_clean_page_has_no_accessibility_findings(audited: RendererProcess) -> None:
     page = f"""<html lang="en"><body style="background:#fff;color:#111">
     <h1>Title</h1><h2>Section</h2><img src="{GIF}" alt="A dot" width="20" height="20">

@@ -4,9 +4,15 @@ Runs in the same visit as the render, after the picture was taken (nothing the a
 the page can show in it), over one CDP session of its own that is detached afterwards.
 
 **Accessibility.** axe-core (`vendor/js/package.json`, pinned by its lock file; read once per
-process) is evaluated into the page and runs the rules in `AXE_RULES` only: about 20 ms on a
-slide, plus some 70 ms to evaluate the bundle. Without the package (a wheel install without
-the checkout) the rules are skipped, and that is logged once.
+process) runs the rules in `AXE_RULES` only, about 20 ms on a slide. It lives in an isolated
+world of the tab (`AUDIT_WORLD`: the page's DOM, none of its script), put there by
+`install_axe` for every new document the tab opens. A render writes its document into the
+parked one (`set_content`, which keeps the window and its worlds), so the ~70-110 ms that
+evaluating the bundle costs is paid when the tab opens or resets, off the render's critical
+path, and not at all for a tab kept for its tenant; a world found without axe (the tab was
+opened before the audit was turned on) gets it at the audit. The page's own script can neither
+see nor change the audit's axe. Without the package (a wheel install without the checkout) the
+rules are skipped, and that is logged once.
 
 **Glyphs and fonts.** For each visible element with text of its own (up to
 `renderer_glyph_scan_limit`, outside SVG and MathML) Chromium says which platform fonts drew
@@ -54,6 +60,8 @@ AXE_BUNDLE = (
     / "axe-core"
     / "axe.min.js"
 )
+AUDIT_WORLD = "deckyard-audit"
+"""The isolated world axe-core runs in (`install_axe`)."""
 AXE_RULES = (
     "image-alt",
     "color-contrast",
@@ -251,19 +259,56 @@ def _problem(info: dict[str, Any], family: str, used: list[str], chars: str) -> 
     )
 
 
+async def install_axe(cdp: CDPSession) -> None:
+    """Have every new document of `cdp`'s page load axe-core into `AUDIT_WORLD`.
+
+    `cdp` must be the session `run_axe` is later given: Chromium names isolated worlds per session.
+    """
+    bundle = axe_bundle()
+    if bundle is None:
+        return
+    await cdp.send("Page.enable")
+    await cdp.send(
+        "Page.addScriptToEvaluateOnNewDocument", {"source": bundle, "worldName": AUDIT_WORLD}
+    )
+
+
+async def _audit_world(cdp: CDPSession) -> int:
+    """The execution context of `AUDIT_WORLD` in the page's main frame (made if it is not there)."""
+    tree = await cdp.send("Page.getFrameTree")
+    world = await cdp.send(
+        "Page.createIsolatedWorld",
+        {"frameId": tree["frameTree"]["frame"]["id"], "worldName": AUDIT_WORLD},
+    )
+    return int(world["executionContextId"])
+
+
 async def run_axe(cdp: CDPSession) -> list[AccessibilityProblem]:
-    """axe-core's `AXE_RULES` on the page; [] when axe-core is not installed."""
+    """axe-core's `AXE_RULES` on the page, from `AUDIT_WORLD`; [] when axe-core is not installed."""
     bundle = axe_bundle()
     if bundle is None:
         return []
-    loaded = await cdp.send("Runtime.evaluate", {"expression": bundle, "silent": True})
-    if "exceptionDetails" in loaded:
-        log.warning("axe-core did not load in the page: %s", loaded["exceptionDetails"])
-        return []
+    context = await _audit_world(cdp)
+    there = await cdp.send(
+        "Runtime.evaluate",
+        {"expression": "typeof axe", "contextId": context, "returnByValue": True},
+    )
+    if there["result"].get("value") != "object":
+        loaded = await cdp.send(
+            "Runtime.evaluate", {"expression": bundle, "contextId": context, "silent": True}
+        )
+        if "exceptionDetails" in loaded:
+            log.warning("axe-core did not load in the page: %s", loaded["exceptionDetails"])
+            return []
     rules = "[" + ", ".join(f"'{rule}'" for rule in AXE_RULES) + "]"
     found = await cdp.send(
         "Runtime.evaluate",
-        {"expression": _AXE_RUN % rules, "awaitPromise": True, "returnByValue": True},
+        {
+            "expression": _AXE_RUN % rules,
+            "contextId": context,
+            "awaitPromise": True,
+            "returnByValue": True,
+        },
     )
     if "exceptionDetails" in found:
         log.warning("axe-core failed on the page: %s", found["exceptionDetails"])
@@ -327,9 +372,12 @@ async def _call(cdp: CDPSession, target: str, function: str, *, by_value: bool) 
 
 
 async def audit_page(
-    page: Page, *, glyph_limit: int
+    page: Page, tab_cdp: CDPSession, *, glyph_limit: int
 ) -> tuple[list[AccessibilityProblem], list[GlyphProblem], list[GlyphProblem]]:
     """Accessibility findings, missing glyphs and font fallbacks of the page as it is now.
+
+    `tab_cdp` is the tab's own session, the one `install_axe` was given; the font queries use a
+    session of their own (they enable the DOM and CSS domains), detached afterwards.
 
     A protocol error while the page is still open (its scripts removed an element being asked
     about) ends the audit with what it has: the audit never fails a render.
@@ -339,7 +387,7 @@ async def audit_page(
     fallbacks: list[GlyphProblem] = []
     cdp = await page.context.new_cdp_session(page)
     try:
-        accessibility = await run_axe(cdp)
+        accessibility = await run_axe(tab_cdp)
         missing, fallbacks = await check_fonts(cdp, glyph_limit)
     except PlaywrightError as exc:
         if page.is_closed():

@@ -388,7 +388,9 @@ class CaptureSession:
                 )
             if self._tab is not None and self._settings.renderer_page_audit:
                 audit_start = time.monotonic()
-                found = await audit_page(page, glyph_limit=self._settings.renderer_glyph_scan_limit)
+                found = await audit_page(
+                    page, self._tab.cdp, glyph_limit=self._settings.renderer_glyph_scan_limit
+                )
                 self._collector.add_audit(*found)
                 self.timings.audit_ms = _ms(audit_start)
         except PlaywrightError:

@@ -67,6 +67,7 @@ from playwright.async_api import Error as PlaywrightError
 
 from deckyard.config import Settings
 from deckyard.render.protocol import DEFAULT_HEIGHT, DEFAULT_WIDTH, RenderInput
+from deckyard.render.renderer.browser.audit import install_axe
 from deckyard.render.renderer.browser.pool import NO_PEER_NETWORK_SCRIPT, BrowserHandle, BrowserPool
 from deckyard.render.renderer.proxy import EgressProxy
 
@@ -279,6 +280,8 @@ class DocumentTab:
         page.on("requestfailed", self._on_request_failed)
         self._viewport = (width, height)
         self._cdp = await context.new_cdp_session(self._page)
+        if self._settings.renderer_page_audit:
+            await install_axe(self._cdp)
         await self._page.goto(DOCUMENT_URL, wait_until="load")
         await self._clear(context, self._cdp)
         self._baseline = await self._probe()

@@ -1,13 +1,16 @@
-"""`deckyard render --steps`: a PNG and a PDF page per step of each slide, as the tool shows it."""
+"""`deckyard render --steps`: a PNG, a PDF page and a PPTX slide per step of each slide, as the
+tool shows it."""
 
 from __future__ import annotations
 
 import hashlib
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pikepdf
 import pytest
+from pptx import Presentation
 
 from tests.e2e.test_render_cli import png_size, run
 from tests.helpers.reveal import reveal_deck
@@ -67,3 +70,35 @@ def test_a_reveal_deck_renders_a_page_per_fragment_step(tmp_path: Path) -> None:
     assert pdf_pages == len(pngs) == 6
     steps = [p for p in pngs if p.name.startswith("02-")]
     assert len({_digest(p) for p in steps}) == len(steps) == 4
+
+
+def _slide_text(slide: Any) -> str:
+    return " ".join(
+        shape.text_frame.text for shape in slide.shapes if getattr(shape, "has_text_frame", False)
+    )
+
+
+def test_a_marp_deck_exports_an_editable_pptx_slide_per_fragment_step(tmp_path: Path) -> None:
+    deck = tmp_path / "slides.md"
+    # without page numbers (Marp draws them as generated content, which makes a picture), the
+    # slides inside Marp's SVG wrapper are text the PPTX can hold
+    text = (STEPS / "marp.md").read_text(encoding="utf-8")
+    deck.write_text(text.replace("paginate: true", "paginate: false"), encoding="utf-8")
+    out = tmp_path / "out"
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    args = ("render", str(deck), "--out", str(out), "--format", "pptx", "--steps")
+    done = run(tmp_path, *args, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "pptx: 6 editable slides, 0 as pictures" in done.stdout, done.stdout
+    slides = list(Presentation(str(out / "deck.pptx")).slides)
+    # the agenda's three fragmented items: step 0 (none shown) to step 3 (all shown)
+    assert len(slides) == 1 + 4 + 1
+    agenda = [_slide_text(slide) for slide in slides[1:5]]
+    shown = [[item in text for item in ("First", "Second", "Third")] for text in agenda]
+    assert shown == [
+        [False, False, False],
+        [True, False, False],
+        [True, True, False],
+        [True, True, True],
+    ], agenda
+    assert all("Agenda" in text for text in agenda)

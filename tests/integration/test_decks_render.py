@@ -133,6 +133,16 @@ async def test_renderer_up(db_url: str) -> None:
         refused = await client.post(f"{base}/export", json={"tagged": "x"}, headers=alice)
         assert refused.status_code == 422, refused.text
 
+        # a PPTX of a page per step (this deck has none: a slide per page, each compiled from
+        # the deck's source by the export itself)
+        stepped = await client.post(
+            f"{base}/export?format=pptx", json={"steps": True}, headers=alice
+        )
+        done = await rt.wait(stepped.json()["id"], timeout=180)
+        assert done.status == "succeeded", (done.error_code, done.error_message)
+        assert done.result["page_count"] == 6
+        assert [slide["page"] for slide in done.result["pages"]][-1] == "06-thanks"
+
         # Build: a ZIP that extracts safely and loads in Chromium with zero failed requests
         build = await client.post(f"{base}/build", headers=alice)
         done = await rt.wait(build.json()["id"], timeout=180)

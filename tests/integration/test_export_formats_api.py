@@ -13,7 +13,7 @@ from tests.helpers.decks import folder_zip
 ZIP = {"content-type": "application/zip"}
 
 
-async def test_export_takes_pptx_and_refuses_unknown_formats_and_pdf_options(db_url: str) -> None:
+async def test_export_takes_pptx_refuses_unknown_formats_and_pdf_only_option(db_url: str) -> None:
     async with running_app(db_url) as (app, client):
         alice = await make_token(app, "alice")
         made = await client.post("/v1/decks/zip", content=folder_zip(), headers={**alice, **ZIP})
@@ -30,11 +30,12 @@ async def test_export_takes_pptx_and_refuses_unknown_formats_and_pdf_options(db_
         assert tagged.status_code == 422, tagged.text
         assert tagged.json()["error"]["code"] == "EXPORT_OPTION_UNSUPPORTED"
 
-        job = await client.post(f"{base}?format=pptx", headers=alice)
+        # a slide per step is a PPTX option too
+        job = await client.post(f"{base}?format=pptx", json={"steps": True}, headers=alice)
         assert job.status_code == 202, job.text
         rt: Runtime = app.state.runtime
         done = await rt.wait(job.json()["id"], timeout=30)
-        assert done.payload["format"] == "pptx"
+        assert done.payload["format"] == "pptx" and done.payload["steps"] is True
         assert done.status == "failed" and done.error_code == "RENDER_SERVICE_UNAVAILABLE"
         artifact = await client.get(f"/v1/jobs/{done.id}/artifact", headers=alice)
         assert artifact.status_code == 404

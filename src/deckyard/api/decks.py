@@ -94,7 +94,7 @@ EXPORT_OPTION_UNSUPPORTED = "EXPORT_OPTION_UNSUPPORTED"
 
 
 class ExportIn(BaseModel):
-    """Options of a PDF export; every field may be left out."""
+    """Options of an export (`tagged` is for the PDF only); every field may be left out."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -302,7 +302,8 @@ async def export_deck(
 
     The PDF has an outline of the slide titles, working `#slide-N` links and the deck's
     title, author and language. Body (optional): `{"tagged": true}` for a tagged PDF,
-    `{"steps": true}` for a page per step of each slide (docs/user-guide.md, "Steps").
+    `{"steps": true}` for a page per step of each slide (docs/user-guide.md, "Steps"), in
+    the PDF or the PPTX.
     """
     if fmt != PDF_FORMAT and fmt not in OUTPUTS:
         known = ", ".join([PDF_FORMAT, *OUTPUTS])
@@ -312,8 +313,8 @@ async def export_deck(
     await owned_deck(request, principal, deck_id)
     tagged = body.tagged if body else False
     steps = body.steps if body else False
-    if fmt != PDF_FORMAT and (tagged or steps):
-        raise ApiError(422, EXPORT_OPTION_UNSUPPORTED, f"tagged and steps apply to pdf, not {fmt}")
+    if fmt != PDF_FORMAT and tagged:
+        raise ApiError(422, EXPORT_OPTION_UNSUPPORTED, f"tagged applies to pdf, not {fmt}")
     job = await deck_service(request).export(
         principal.workspace_id, deck_id, tagged=tagged, steps=steps, fmt=fmt
     )

@@ -315,7 +315,7 @@ class Pipeline:
 
         The PNGs are the pages that passed; the PDF and the site are made from the deck
         `site_deck_id` (the passed pages only, when some failed), else from the whole deck.
-        With `steps`, the PNGs and the PDF are of that deck's pages, a page per step.
+        With `steps`, the PNGs, the PDF and the PPTX are of that deck's pages, a page per step.
         """
         deck = await self.service.deck(WORKSPACE, self.deck_id)
         assert deck is not None
@@ -357,7 +357,9 @@ class Pipeline:
             self.export_job = None
             work.append((job, out / "deck.pdf", "export"))
         for name in sorted(formats & OUTPUTS.keys()):
-            made = await self.service.export(WORKSPACE, whole, fmt=name)
+            made = await self.service.export(
+                WORKSPACE, steps.deck_id if steps is not None else whole, fmt=name
+            )
             work.append((made, out / OUTPUTS[name].file_name, name))
         bar = self.progress.add_task("pdf, site", total=len(work)) if work else None
 
@@ -523,7 +525,7 @@ async def run_pipeline(
                                 await pipeline.drop_unused_export()
                             if site_deck is not None or not report.left_out:
                                 stepped = None
-                                if steps and formats & {"png", "pdf"}:
+                                if steps and formats & {"png", "pdf", *OUTPUTS}:
                                     stepped = await _store_steps(service, source, report, limits)
                                 await pipeline.artefacts(out, formats, report, site_deck, stepped)
                     finally:

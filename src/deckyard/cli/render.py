@@ -73,8 +73,8 @@ def render(
         bool,
         typer.Option(
             "--steps",
-            help="A PNG and a PDF page per step of each slide (reveal.js fragments, Marp "
-            "fragmented lists, Slidev clicks), numbered as their slide.",
+            help="A PNG, a PDF page and a PPTX slide per step of each slide (reveal.js "
+            "fragments, Marp fragmented lists, Slidev clicks), numbered as their slide.",
         ),
     ] = False,
 ) -> None:

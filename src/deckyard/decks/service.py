@@ -95,7 +95,11 @@ class DeckService:
         self.validator = PageValidator(self.gateway, settings, self.offload)
         self.page_jobs = PageJobs(db, settings, clock, self.gateway, self.validator)
         self.deck_jobs = DeckJobs(
-            db, settings, render.store, self.gateway, DeckOutputs(db, render.store, self.validator)
+            db,
+            settings,
+            render.store,
+            self.gateway,
+            DeckOutputs(db, render.store, self.validator, self.limits),
         )
         self.deck_pages = DeckPageJobs(db, render.store, self.validator)
         self.pages = PageEdits(db, clock)
@@ -268,7 +272,7 @@ class DeckService:
     ) -> Job:
         """Enqueue `deck.export` (PDF); `tagged` asks for Chromium's tagged PDF, `steps` for a
         page per step of each slide (`compile.steps`). Another `fmt` is a format of
-        `deckyard.outputs` (PPTX)."""
+        `deckyard.outputs` (PPTX), which takes `steps` too."""
         payload: dict[str, Any] = {"deck_id": deck_id}
         if tagged:
             payload["tagged"] = True

@@ -5,9 +5,12 @@ returns plain JSON: every text block with its box and styled runs, list items wi
 marker and level, tables cell by cell, images and code blocks with their boxes, boxes that
 paint a background colour or a border, and `blockers`: what paints that the export cannot
 rebuild (SVG, canvas, math, a transform, a background image, a filter, ...), each named with
-its element. The renderer only describes; deciding and building happen in the caller's
-process (`deckyard.outputs`). The walk is bounded: at most `max_items` items and `max_chars`
-characters of text in all; past either, `truncated` is set and the rest is left out.
+its element. Marp's slide wrapper (`<svg data-marpit-svg>` around the section, in a
+`foreignObject`) is walked through when it draws at scale 1; the text kept for a blocked
+element is what a reader sees (`innerText`: nothing `visibility: hidden` hides). The renderer
+only describes; deciding and building happen in the caller's process (`deckyard.outputs`).
+The walk is bounded: at most `max_items` items and `max_chars` characters of text in all; past
+either, `truncated` is set and the rest is left out.
 """
 
 from __future__ import annotations
@@ -47,6 +50,13 @@ LAYOUT_SCRIPT = """([maxItems, maxChars]) => {
   };
   const visible = (el, cs) => cs.display !== 'none' &&
     el.checkVisibility({ opacityProperty: true, visibilityProperty: true });
+  // the text a reader sees: innerText leaves out what `visibility: hidden` hides (a step's
+  // items not shown yet); an SVG has no innerText, its HTML (foreignObject) has
+  const visibleText = (el) => {
+    if (el instanceof HTMLElement) return el.innerText || '';
+    const html = Array.from(el.querySelectorAll('foreignObject > *'));
+    return html.length ? html.map((c) => c.innerText || '').join(' ') : (el.textContent || '');
+  };
   const isBlock = (cs) => !cs.display.startsWith('inline') && cs.display !== 'contents';
   const paintBlockers = (el, cs) => {
     if (cs.transform !== 'none') block('a CSS transform', el);
@@ -147,9 +157,21 @@ LAYOUT_SCRIPT = """([maxItems, maxChars]) => {
     const shown = r.width > 1 && r.height > 1 && r.right > 0 && r.bottom > 0 &&
       r.left < vw && r.top < vh;
     if (!room()) return;
+    if (tag === 'svg' && el.hasAttribute('data-marpit-svg')) {
+      // Marp's slide wrapper: the section inside is laid out at the slide's own size; at
+      // scale 1 its boxes and fonts are the page's, so it is walked as any HTML
+      const vb = el.viewBox && el.viewBox.baseVal;
+      const scale = vb && vb.width ? r.width / vb.width : 0;
+      if (Math.abs(scale - 1) <= 0.01) {
+        for (const fo of el.querySelectorAll(':scope > foreignObject')) {
+          for (const child of fo.children) walk(child, level);
+        }
+        return;
+      }
+    }
     if (BLOCKING.has(tag) || (el.classList && el.classList.contains('mermaid'))) {
       block(tag === 'math' ? 'math' : 'a ' + tag + ' element', el);
-      const text = (el.textContent || '').replace(/\\s+/g, ' ').trim();
+      const text = visibleText(el).replace(/\\s+/g, ' ').trim();
       if (text && shown) items.push({ kind: 'text', tag, box: box(r), hidden_only: true,
         runs: [{ text: take(text), ...runStyle(el) }], ...paragraph(cs) });
       return;

@@ -30,7 +30,7 @@ from sqlalchemy import select as sql_select
 
 from deckyard.db import Database
 from deckyard.jobs.schema import jobs
-from deckyard.render.control.schema import render_attempts, render_requests, render_workers
+from deckyard.render.control.schema import render_attempts, render_requests, renderers
 from tests.drills.conftest import LIVE, start_renderer, stop_renderer
 from tests.drills.support import DrillSite, RendererProcess, zombies
 from tests.helpers.eventually import eventually_sync, settled_sync
@@ -188,11 +188,11 @@ def running_on(url: str, job_id: int) -> int | None:
     a, r = render_attempts.c, render_requests.c
     rows = query(
         url,
-        sql_select(a.worker_id)
+        sql_select(a.renderer_id)
         .join(render_requests, r.id == a.request_id)
         .where(r.parent_job_id == job_id, a.active_occupancy == 1, a.status == "running"),
     )
-    return rows[0].worker_id if rows else None
+    return rows[0].renderer_id if rows else None
 
 
 def slow_page_on(url: str, load: Load, renderer_row_id: int) -> int:
@@ -240,11 +240,11 @@ def test_rolling_restart_under_load_every_screenshot_succeeds_once(
     server.wait_ready(90)
     api = httpx.Client(base_url=server.url, headers=headers, timeout=30)
 
-    def renderers() -> dict[str, dict[str, Any]]:
+    def listed() -> dict[str, dict[str, Any]]:
         return {r["name"]: r for r in api.get("/v1/renderers").json()}
 
     def both_up() -> dict[str, dict[str, Any]] | None:
-        now = renderers()
+        now = listed()
         return now if len(now) == 2 and all(r["state"] == "up" for r in now.values()) else None
 
     first = eventually_sync(both_up, timeout=90, every=0.2, what="two renderers up")
@@ -263,14 +263,14 @@ def test_rolling_restart_under_load_every_screenshot_succeeds_once(
             else:
                 os.kill(renderer_pid(server, name), signal.SIGTERM)
                 eventually_sync(
-                    lambda name=name: renderers()[name]["state"] == "draining",  # type: ignore[misc]
+                    lambda name=name: listed()[name]["state"] == "draining",  # type: ignore[misc]
                     timeout=10,
                     every=0.05,
                     what=f"{name} listed as draining",
                 )
 
             def replaced(name: str = name, old: str = row["epoch"]) -> bool:
-                now = renderers()[name]
+                now = listed()[name]
                 return now["state"] == "up" and now["epoch"] != old
 
             eventually_sync(replaced, timeout=45, every=0.1, what=f"{name} replaced")
@@ -287,7 +287,7 @@ def test_rolling_restart_under_load_every_screenshot_succeeds_once(
     eventually_sync(all_done, timeout=60, every=0.2, what="every screenshot done")
     for job_id in load.ids[-3:]:
         assert api.get(f"/v1/jobs/{job_id}/artifact").content[:4] == b"\x89PNG"
-    final = renderers()
+    final = listed()
     assert all(r["state"] == "up" and r["draining_since"] is None for r in final.values())
     api.close()
     output = server.output()
@@ -311,7 +311,7 @@ def test_rolling_restart_under_load_every_screenshot_succeeds_once(
     assert all(x.artifact_key for x in requests)
     attempts = query(
         pg_schema_url,
-        sql_select(a.request_id, a.status, a.error_code, a.worker_epoch).where(
+        sql_select(a.request_id, a.status, a.error_code, a.renderer_epoch).where(
             a.request_id.in_([x.id for x in requests])
         ),
     )
@@ -321,11 +321,13 @@ def test_rolling_restart_under_load_every_screenshot_succeeds_once(
     assert others <= {("failed", "RENDER_WORKER_STOPPED"), ("failed", "RENDER_NO_FREE_SLOT")}
     by_job = {x.parent_job_id: x.id for x in requests}
     handed = {
-        (x.worker_epoch, x.request_id) for x in attempts if x.error_code == "RENDER_WORKER_STOPPED"
+        (x.renderer_epoch, x.request_id)
+        for x in attempts
+        if x.error_code == "RENDER_WORKER_STOPPED"
     }
     for epoch, job_id in slow_on.items():  # each drain handed its slow page back
         assert (epoch, by_job[job_id]) in handed, (epoch, job_id, attempts)
-    rows = query(pg_schema_url, sql_select(render_workers.c.name, render_workers.c.epoch))
+    rows = query(pg_schema_url, sql_select(renderers.c.name, renderers.c.epoch))
     assert {x.epoch for x in rows}.isdisjoint(slow_on)
     assert output.count("drained; starting its replacement") == 2, output[-3000:]
     assert "exited; restarting in" not in output, output[-3000:]

@@ -5,15 +5,29 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from sqlalchemy import delete, func, insert, inspect, select, update
+from sqlalchemy import (
+    Integer,
+    String,
+    column,
+    delete,
+    func,
+    insert,
+    inspect,
+    select,
+    table,
+    text,
+    update,
+)
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.sql.expression import TableClause
 
 import deckyard.migrations.models  # noqa: F401  (registers every table on the metadata)
 from deckyard.api.schema import workspaces
-from deckyard.db import Database, metadata
+from deckyard.db import Database, UTCDateTime, metadata
 from deckyard.db.migrate import current_revision, downgrade_to, head_revision, upgrade
 from deckyard.decks.schema import decks, page_versions, pages
 from deckyard.jobs.schema import jobs
+from deckyard.render.control.schema import render_attempts, render_requests, renderers
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -150,5 +164,111 @@ async def test_page_version_ids_are_not_handed_out_again_after_upgrading(db_url:
                 )
             ).scalar_one()
         assert again > max(ids)
+    finally:
+        await db.dispose()
+
+
+def _old_renderers() -> tuple[TableClause, TableClause]:
+    """`render_workers` and `render_attempts` as they were before 0017 (the columns it renames)."""
+    workers = table(
+        "render_workers",
+        column("id", Integer),
+        column("name", String),
+        column("url", String),
+        column("slots", Integer),
+        column("state", String),
+        column("created_at", UTCDateTime),
+        column("updated_at", UTCDateTime),
+    )
+    attempts = table("render_attempts", column("id", Integer), column("worker_id", Integer))
+    return workers, attempts
+
+
+async def test_renaming_render_workers_keeps_renderers_and_their_attempts(db_url: str) -> None:
+    db = Database(db_url)
+    try:
+        await upgrade(db, "0016")
+        workers, _ = _old_renderers()
+        async with db.write_transaction() as conn:
+            renderer = (
+                await conn.execute(
+                    insert(workers)
+                    .values(
+                        name="r",
+                        url="http://r",
+                        slots=2,
+                        state="up",
+                        created_at=NOW,
+                        updated_at=NOW,
+                    )
+                    .returning(workers.c.id)
+                )
+            ).scalar_one()
+            request = (
+                await conn.execute(
+                    insert(render_requests)
+                    .values(
+                        kind="screenshot",
+                        workspace_id="w",
+                        input={},
+                        input_hash="h",
+                        status="running",
+                        attempts=1,
+                        max_attempts=3,
+                        deadline_at=NOW,
+                        retry_after=NOW,
+                        created_at=NOW,
+                        updated_at=NOW,
+                    )
+                    .returning(render_requests.c.id)
+                )
+            ).scalar_one()
+            await conn.execute(
+                text(
+                    "INSERT INTO render_attempts (request_id, attempt_key, workspace_id, "
+                    "worker_id, worker_epoch, slot, active_occupancy, status, timeout_seconds, "
+                    "lease_expires_at, created_at, updated_at) SELECT :request, 'k', 'w', "
+                    ":renderer, 'e1', 0, 1, 'running', 5.0, created_at, created_at, created_at "
+                    "FROM render_requests WHERE id = :request"
+                ),
+                {"request": request, "renderer": renderer},
+            )
+
+        await upgrade(db)
+        async with db.write_transaction() as conn:
+            assert (await conn.execute(select(renderers.c.id, renderers.c.name))).all() == [
+                (renderer, "r")
+            ]
+            held = (
+                await conn.execute(select(render_attempts.c.renderer_id, render_attempts.c.slot))
+            ).all()
+            assert held == [(renderer, 0)]
+        # The foreign key follows the table: an attempt on no renderer is refused.
+        with pytest.raises(IntegrityError):
+            async with db.write_transaction() as conn:
+                await conn.execute(
+                    update(render_attempts).values(renderer_id=renderer + 1, attempt_key="k2")
+                )
+        # The slot index holds under the new column names.
+        with pytest.raises(IntegrityError):
+            async with db.write_transaction() as conn:
+                await conn.execute(
+                    text(
+                        "INSERT INTO render_attempts (request_id, attempt_key, workspace_id, "
+                        "renderer_id, renderer_epoch, slot, active_occupancy, status, "
+                        "timeout_seconds, lease_expires_at, created_at, updated_at) "
+                        "SELECT request_id, 'k3', workspace_id, renderer_id, renderer_epoch, "
+                        "slot, 1, status, timeout_seconds, lease_expires_at, created_at, "
+                        "updated_at FROM render_attempts"
+                    )
+                )
+
+        await downgrade_to(db_url, "0016")
+        _, attempts = _old_renderers()
+        async with db.write_transaction() as conn:
+            assert (await conn.execute(select(workers.c.id, workers.c.name))).all() == [
+                (renderer, "r")
+            ]
+            assert (await conn.execute(select(attempts.c.worker_id))).scalars().all() == [renderer]
     finally:
         await db.dispose()

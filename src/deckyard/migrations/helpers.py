@@ -15,6 +15,8 @@ __all__ = [
     "UTCDateTime",
     "create_partial_index",
     "drop_index",
+    "rename_constraint",
+    "rename_id_sequence",
     "set_sqlite_autoincrement",
 ]
 
@@ -59,3 +61,26 @@ def set_sqlite_autoincrement(table: str, *, enabled: bool = True) -> None:
         table, recreate="always", table_kwargs={"sqlite_autoincrement": enabled}
     ):
         pass
+
+
+def rename_constraint(table: str, old: str, new: str) -> None:
+    """Rename a constraint of `table` on PostgreSQL; on SQLite the old name stays.
+
+    SQLite keeps a constraint's name only in the `CREATE TABLE` text of its table and never
+    looks it up; changing it means rebuilding the table, and rebuilding a table that other
+    rows refer to fails with foreign keys on.
+    """
+    if op.get_bind().dialect.name == "sqlite":
+        return
+    op.execute(sa.text(f'ALTER TABLE "{table}" RENAME CONSTRAINT "{old}" TO "{new}"'))
+
+
+def rename_id_sequence(old_table: str, new_table: str) -> None:
+    """Rename the sequence behind a renamed table's `id` (PostgreSQL; SQLite has none).
+
+    `ALTER TABLE ... RENAME` leaves `<old_table>_id_seq` as it was; the column's default names
+    the sequence by its oid, so it follows the new name.
+    """
+    if op.get_bind().dialect.name == "sqlite":
+        return
+    op.execute(sa.text(f'ALTER SEQUENCE "{old_table}_id_seq" RENAME TO "{new_table}_id_seq"'))

@@ -31,7 +31,7 @@ from deckyard.render.control.models import (
     RequestStatus,
     ScreenshotSpec,
 )
-from deckyard.render.control.schema import render_attempts, render_requests, render_workers
+from deckyard.render.control.schema import render_attempts, render_requests, renderers
 from deckyard.render.control.screenshots import request_waiters, wait_for_terminal
 from deckyard.render.control.service import RenderService
 from deckyard.render.control.store import (
@@ -155,13 +155,13 @@ class Statements:
 async def test_slot_index_rejects_a_second_active_attempt(db: Database) -> None:
     now = FakeClock().now()
     async with db.write_transaction() as conn:
-        worker = (
+        renderer = (
             await conn.execute(
-                insert(render_workers)
+                insert(renderers)
                 .values(
                     name="w", url="http://w", slots=2, state="up", created_at=now, updated_at=now
                 )
-                .returning(render_workers.c.id)
+                .returning(renderers.c.id)
             )
         ).scalar_one()
         req = (
@@ -189,8 +189,8 @@ async def test_slot_index_rejects_a_second_active_attempt(db: Database) -> None:
             request_id=req,
             attempt_key=key,
             workspace_id="ws",
-            worker_id=worker,
-            worker_epoch=epoch,
+            renderer_id=renderer,
+            renderer_epoch=epoch,
             slot=slot,
             active_occupancy=active,
             status="running",

@@ -159,7 +159,7 @@ async def admit_due(
     if not due:
         return []
     occ = await occupancy_snapshot(conn)
-    renderers = [w for w in await renderer_list(conn) if w.admits and w.name in reachable]
+    renderers = [r for r in await renderer_list(conn) if r.admits and r.name in reachable]
     cap = workspace_slot_cap(settings, renderers)
     admitted: list[Admitted] = []
     for request in due:
@@ -383,8 +383,8 @@ class Coordinator:
         """Probe every renderer over HTTP; write its row only when something changed; tell
         draining ones to drain and release them once nothing of ours is left there."""
         async with self.db.read_connection() as conn:
-            known = {w.name: w for w in await renderer_list(conn)}
-        self.renderer_names.update({w.id: w.name for w in known.values()})
+            known = {r.name: r for r in await renderer_list(conn)}
+        self.renderer_names.update({r.id: r.name for r in known.values()})
         wrote = False
         draining: list[Draining] = []
         for source in self.sources.all():
@@ -509,9 +509,9 @@ class Coordinator:
         if occ.total >= self.settings.render_global_cap:
             return False
         names = self.sources.names()
-        for w in renderers:
-            usable = w.admits and w.name in names
-            if usable and len(occ.taken.get((w.id, w.epoch or ""), ())) < w.slots:
+        for r in renderers:
+            usable = r.admits and r.name in names
+            if usable and len(occ.taken.get((r.id, r.epoch or ""), ())) < r.slots:
                 return True
         return False
 

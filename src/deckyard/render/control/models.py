@@ -213,7 +213,7 @@ class Renderer:
 
     @classmethod
     def from_row(cls, row: Row[Any]) -> Renderer:
-        """Build from a `render_workers` row selected with `store.RENDERER_COLUMNS`."""
+        """Build from a `renderers` row selected with `store.RENDERER_COLUMNS`."""
         values = row._asdict()
         values["state"] = RendererState(values["state"])
         return cls(**values)
@@ -286,9 +286,9 @@ class RenderAttempt:
     attempt_key: str
     workspace_id: str
     renderer_row_id: int
-    """`render_workers.id` of the renderer holding the slot (column `worker_id`)."""
+    """`renderers.id` of the renderer holding the slot (column `renderer_id`)."""
     renderer_epoch: str
-    """The renderer's epoch when the slot was taken (column `worker_epoch`)."""
+    """The renderer's epoch when the slot was taken."""
     slot: int
     active_occupancy: int
     status: AttemptState
@@ -311,11 +311,10 @@ class RenderAttempt:
 
     @classmethod
     def from_row(cls, row: Row[Any]) -> RenderAttempt:
-        """Build from a row selected with `store.ATTEMPT_COLUMNS`; maps `worker_*` columns."""
+        """Build from a row selected with `store.ATTEMPT_COLUMNS`; maps `renderer_id`."""
         values = row._asdict()
         values["status"] = AttemptState(values["status"])
-        values["renderer_row_id"] = values.pop("worker_id")
-        values["renderer_epoch"] = values.pop("worker_epoch")
+        values["renderer_row_id"] = values.pop("renderer_id")
         values["extra_slots"] = list(values.get("extra_slots") or []) or None
         return cls(**values)
 

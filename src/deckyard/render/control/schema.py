@@ -1,4 +1,4 @@
-"""The `render_workers`, `render_requests`, `render_attempts` and `render_pages` tables."""
+"""The `renderers`, `render_requests`, `render_attempts` and `render_pages` tables."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from deckyard.jobs.status import ACTIVE_PREDICATE, Lifecycle, status_in
 
 OCCUPIED_PREDICATE = "active_occupancy = 1"
 
-render_workers = Table(
-    "render_workers",
+renderers = Table(
+    "renderers",
     metadata,
     Column("id", BigId, primary_key=True, autoincrement=True),
     Column("name", String(200), nullable=False, unique=True),
@@ -37,6 +37,7 @@ render_workers = Table(
 )
 """Renderers the control plane dispatches to; a row changes only when the renderer did.
 
+`renderer_id` is the identity the renderer reports about itself, not a row id.
 `draining_since` is set while the renderer's current epoch drains (no new admissions on any
 node); a new epoch under the same name clears it."""
 
@@ -87,8 +88,8 @@ render_attempts = Table(
     ),
     Column("attempt_key", String(128), nullable=False, unique=True),
     Column("workspace_id", String(64), nullable=False),
-    Column("worker_id", BigId, ForeignKey("render_workers.id"), nullable=False),
-    Column("worker_epoch", String(64), nullable=False),
+    Column("renderer_id", BigId, ForeignKey("renderers.id"), nullable=False),
+    Column("renderer_epoch", String(64), nullable=False),
     Column("slot", Integer, nullable=False),
     Column("active_occupancy", Integer, nullable=False),
     Column("status", String(16), nullable=False),
@@ -104,8 +105,8 @@ render_attempts = Table(
     Column("extra_slots", JSONPayload),
     partial_index(
         "uq_render_attempts_slot",
-        "worker_id",
-        "worker_epoch",
+        "renderer_id",
+        "renderer_epoch",
         "slot",
         where=OCCUPIED_PREDICATE,
         unique=True,
@@ -114,6 +115,8 @@ render_attempts = Table(
     Index("ix_render_attempts_request", "request_id"),
 )
 """One try of a request on one renderer slot; `active_occupancy = 1` while it holds the slot.
+
+The slot is one of the renderer `renderer_id` (a `renderers.id`) in its epoch `renderer_epoch`.
 
 A deck attempt may hold more slots of the same renderer, listed in `extra_slots`: the unique
 index guards `slot` only, the others are guarded by admission deciding under its lock.

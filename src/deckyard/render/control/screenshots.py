@@ -116,7 +116,7 @@ async def open_direct(
 
     async def admit(conn: AsyncConnection) -> RenderRequest | None:
         await db.acquire_admission_lock(conn)
-        if not any(w.state is RendererState.UP for w in await renderer_list(conn)):
+        if not any(r.state is RendererState.UP for r in await renderer_list(conn)):
             return None
         jobs_total, jobs_mine = await runtime.active_count(SCREENSHOT_KIND, workspace_id, conn=conn)
         total, mine = await requests_direct_active_count(conn, SCREENSHOT_KIND, workspace_id)

@@ -280,19 +280,19 @@ class RenderService:
             occ = await occupancy_snapshot(conn)
         return [
             {
-                "id": w.id,
-                "name": w.name,
-                "url": w.url,
-                "renderer_id": w.renderer_id,
-                "epoch": w.epoch,
-                "slots": w.slots,
-                "occupancy": len(occ.taken.get((w.id, w.epoch or ""), ())),
-                "state": w.state.value,
-                "draining_since": w.draining_since.isoformat() if w.draining_since else None,
-                "error": w.error,
-                "updated_at": w.updated_at.isoformat(),
+                "id": r.id,
+                "name": r.name,
+                "url": r.url,
+                "renderer_id": r.renderer_id,
+                "epoch": r.epoch,
+                "slots": r.slots,
+                "occupancy": len(occ.taken.get((r.id, r.epoch or ""), ())),
+                "state": r.state.value,
+                "draining_since": r.draining_since.isoformat() if r.draining_since else None,
+                "error": r.error,
+                "updated_at": r.updated_at.isoformat(),
             }
-            for w in rows
+            for r in rows
         ]
 
     async def wait_for_terminal(

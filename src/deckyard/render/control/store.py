@@ -9,10 +9,9 @@ listeners have something new to do: `WAKE_REQUESTS` (waiters) when a request end
 requeued, `WAKE_DISPATCH` when a request becomes due or a slot is freed, `WAKE_ATTEMPTS` when an
 attempt takes a slot under a lease, `WAKE_STOP` when a cancel must stop a running request.
 
-The renderers live in the table `render_workers` and an attempt's renderer in the columns
-`render_attempts.worker_id` / `worker_epoch`: names from before "worker" came to mean only the
-job worker. They are kept (renaming them needs a migration for nothing); `Renderer` and
-`RenderAttempt.renderer_row_id` / `renderer_epoch` are their Python names.
+An attempt's renderer is `render_attempts.renderer_id` (a `renderers.id`; in Python
+`RenderAttempt.renderer_row_id`, since `Renderer.renderer_id` is the identity a renderer reports)
+and `renderer_epoch`.
 """
 
 from __future__ import annotations
@@ -56,14 +55,14 @@ from deckyard.render.control.schema import (
     render_attempts,
     render_pages,
     render_requests,
-    render_workers,
+    renderers,
 )
 from deckyard.render.protocol import RenderErrorCode
 
 R = render_requests
 A = render_attempts
-W = render_workers
-RENDERER_COLUMNS = tuple(W.c)
+N = renderers
+RENDERER_COLUMNS = tuple(N.c)
 REQUEST_COLUMNS = tuple(R.c)
 ATTEMPT_COLUMNS = tuple(A.c)
 
@@ -510,8 +509,8 @@ async def request_admit(
                 request_id=request.id,
                 attempt_key=attempt_key,
                 workspace_id=request.workspace_id,
-                worker_id=renderer_row_id,
-                worker_epoch=epoch,
+                renderer_id=renderer_row_id,
+                renderer_epoch=epoch,
                 slot=slot,
                 extra_slots=list(extra_slots) or None,
                 active_occupancy=1,
@@ -543,22 +542,22 @@ async def occupancy_snapshot(conn: AsyncConnection) -> Occupancy:
     A deck attempt counts once per slot it holds (`slot` and its `extra_slots`).
     """
     rows = await conn.execute(
-        select(A.c.workspace_id, A.c.worker_id, A.c.worker_epoch, A.c.slot, A.c.extra_slots).where(
-            A.c.active_occupancy == 1
-        )
+        select(
+            A.c.workspace_id, A.c.renderer_id, A.c.renderer_epoch, A.c.slot, A.c.extra_slots
+        ).where(A.c.active_occupancy == 1)
     )
     occ = Occupancy()
     for row in rows:
         slots = [row.slot, *(row.extra_slots or [])]
         occ.total += len(slots)
         occ.by_workspace[row.workspace_id] += len(slots)
-        occ.taken.setdefault((row.worker_id, row.worker_epoch), set()).update(slots)
+        occ.taken.setdefault((row.renderer_id, row.renderer_epoch), set()).update(slots)
     return occ
 
 
 async def renderer_list(conn: AsyncConnection) -> list[Renderer]:
     """Every known renderer."""
-    rows = await conn.execute(select(*RENDERER_COLUMNS).order_by(W.c.id))
+    rows = await conn.execute(select(*RENDERER_COLUMNS).order_by(N.c.id))
     return [Renderer.from_row(r) for r in rows]
 
 
@@ -596,7 +595,7 @@ async def renderer_upsert_if_changed(
         values.setdefault("slots", 0)
         row = (
             await conn.execute(
-                W.insert()
+                N.insert()
                 .values(name=seen.name, created_at=now, updated_at=now, **values)
                 .returning(*RENDERER_COLUMNS)
             )
@@ -604,8 +603,8 @@ async def renderer_upsert_if_changed(
         return Renderer.from_row(row)
     updated = (
         await conn.execute(
-            update(W)
-            .where(W.c.id == known.id, W.c.updated_at == known.updated_at)
+            update(N)
+            .where(N.c.id == known.id, N.c.updated_at == known.updated_at)
             .values(updated_at=now, **values)
             .returning(*RENDERER_COLUMNS)
         )
@@ -629,11 +628,11 @@ async def renderer_drain(
     Call under the admission lock, so that no admission which read the row before this commits
     after it.
     """
-    down = W.c.state == RendererState.DOWN.value
+    down = N.c.state == RendererState.DOWN.value
     marked = (
         await conn.execute(
-            update(W)
-            .where(W.c.id == renderer_row_id, W.c.draining_since.is_(None))
+            update(N)
+            .where(N.c.id == renderer_row_id, N.c.draining_since.is_(None))
             .values(
                 draining_since=now,
                 state=case((down, RendererState.DRAINED.value), else_=RendererState.DRAINING.value),
@@ -644,7 +643,7 @@ async def renderer_drain(
     ).first()
     if marked is None:
         marked = (
-            await conn.execute(select(*RENDERER_COLUMNS).where(W.c.id == renderer_row_id))
+            await conn.execute(select(*RENDERER_COLUMNS).where(N.c.id == renderer_row_id))
         ).first()
     return Renderer.from_row(marked) if marked is not None else None
 
@@ -663,7 +662,7 @@ async def attempt_handed_back_by_drain(
         return False
     row = (
         await conn.execute(
-            select(W.c.draining_since, W.c.epoch).where(W.c.id == attempt.renderer_row_id)
+            select(N.c.draining_since, N.c.epoch).where(N.c.id == attempt.renderer_row_id)
         )
     ).first()
     return (
@@ -691,7 +690,7 @@ def renderer_differs(known: Renderer | None, seen: RendererSeen) -> bool:
 # --- attempts after admission: leases, releases, the result commit, recovery ---------------
 #
 # An attempt holds its renderer slot while `active_occupancy = 1`; the partial unique index on
-# `(worker_id, worker_epoch, slot) WHERE active_occupancy = 1` makes a second holder impossible.
+# `(renderer_id, renderer_epoch, slot) WHERE active_occupancy = 1` makes a second holder impossible.
 # Every function that ends an attempt clears `active_occupancy` in the same guarded UPDATE.
 
 
@@ -947,7 +946,9 @@ async def attempts_reconcile_epoch(
     """
     rows = await conn.execute(
         select(*ATTEMPT_COLUMNS).where(
-            A.c.active_occupancy == 1, A.c.worker_id == renderer_row_id, A.c.worker_epoch != epoch
+            A.c.active_occupancy == 1,
+            A.c.renderer_id == renderer_row_id,
+            A.c.renderer_epoch != epoch,
         )
     )
     lost: list[int] = []

@@ -6,7 +6,8 @@
 It long-polls `POST /v1/queues/{queue}/claim`, runs `handle(job)` while a thread heartbeats the
 lease, and finishes with the fencing token the claim answered. A 409 on heartbeat or finish
 means the lease was lost (expired and recovered, or cancelled): the result is dropped, and the
-job is someone else's now. Any language can do the same; see docs/ai.md for the curl version.
+job is someone else's now. Any language can do the same; see docs/external-workers.md for the
+curl version.
 """
 
 from __future__ import annotations

@@ -40,7 +40,9 @@ class SettingsError(Exception):
 
 
 def _env_name(field: str) -> str:
-    return f"{ENV_PREFIX}{field.upper()}"
+    """The variable of `field`; a field read under an alias (`DECKYARD_…`) is named by it."""
+    name = field.upper()
+    return name if name.startswith(ENV_PREFIX) else f"{ENV_PREFIX}{name}"
 
 
 class Settings(BaseSettings):
@@ -668,11 +670,26 @@ class Settings(BaseSettings):
     ai_catalog_cron: str | None = Field(
         "17 3 * * *", description="When the model catalog syncs (UTC cron); unset: never."
     )
-    ai_external_lease_seconds: float = Field(
-        60.0, gt=0, description="Lease an external worker holds per claim or heartbeat."
+
+    # --- external workers ------------------------------------------------------------------
+    external_lease_seconds: float = Field(
+        60.0,
+        gt=0,
+        validation_alias=AliasChoices(
+            "DECKYARD_EXTERNAL_LEASE_SECONDS", "DECKYARD_AI_EXTERNAL_LEASE_SECONDS"
+        ),
+        description="Lease an external worker holds per claim or heartbeat. "
+        "`DECKYARD_AI_EXTERNAL_LEASE_SECONDS` is accepted as another name.",
     )
-    ai_external_claim_max_wait_seconds: float = Field(
-        30.0, ge=0, description="Longest long-poll of an external claim."
+    external_claim_max_wait_seconds: float = Field(
+        30.0,
+        ge=0,
+        validation_alias=AliasChoices(
+            "DECKYARD_EXTERNAL_CLAIM_MAX_WAIT_SECONDS",
+            "DECKYARD_AI_EXTERNAL_CLAIM_MAX_WAIT_SECONDS",
+        ),
+        description="Longest long-poll of an external worker's claim. "
+        "`DECKYARD_AI_EXTERNAL_CLAIM_MAX_WAIT_SECONDS` is accepted as another name.",
     )
 
     @classmethod

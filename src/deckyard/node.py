@@ -23,6 +23,7 @@ from deckyard.db.migrate import upgrade
 from deckyard.decks.jobs.names import DECK_QUEUE
 from deckyard.decks.retention import Retention
 from deckyard.decks.service import DeckService
+from deckyard.external.protocol import ExternalWorkers
 from deckyard.jobs import Runtime
 from deckyard.loop import Loop
 from deckyard.render.control.service import RenderService
@@ -80,6 +81,7 @@ class Node:
             self.db, self.runtime, self.render, self.tasks, settings, clock=clock
         )
         self.ai = AiService(self.db, self.runtime, self.decks, settings, clock=clock)
+        self.external = ExternalWorkers(self.runtime, settings)
         self.retention = Retention(self.db, self.render.store, settings, clock)
         self.webhooks = WebhookService(self.db, self.runtime, settings, clock)
         queues = {h.queue for h in self.runtime.handlers.values()}

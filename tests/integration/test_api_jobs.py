@@ -241,8 +241,8 @@ async def test_old_idempotency_records_are_pruned(db_url: str) -> None:
     from sqlalchemy import func, select, update
 
     from deckyard.api.maintenance import idempotency_prune
-    from deckyard.api.schema import idempotency_keys
     from deckyard.clock import SYSTEM_CLOCK
+    from deckyard.workspaces.schema import idempotency_keys
 
     async with running_app(db_url) as (app, client):
         alice = await make_token(app, "alice")

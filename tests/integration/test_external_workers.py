@@ -105,7 +105,7 @@ async def test_claim_heartbeat_complete_and_scoping(db_url: str) -> None:
 
 
 async def test_late_completion_after_recovery_is_refused(db_url: str) -> None:
-    async with running_app(db_url, ai_external_lease_seconds=0.5) as (app, client):
+    async with running_app(db_url, external_lease_seconds=0.5) as (app, client):
         alice = await make_token(app, "alice")
         rt: Runtime = app.state.runtime
         made = await client.post(
@@ -211,7 +211,7 @@ async def app_on(
 
 async def test_deadline_stops_heartbeats_and_refuses_a_late_result(db_url: str) -> None:
     clock = FakeClock()
-    async with app_on(db_url, clock, ai_external_lease_seconds=60) as (app, client):
+    async with app_on(db_url, clock, external_lease_seconds=60) as (app, client):
         alice = await make_token(app, "alice")
         agent = await worker_token(app, "alice")
         rt: Runtime = app.state.runtime

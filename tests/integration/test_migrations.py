@@ -22,12 +22,12 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql.expression import TableClause
 
 import deckyard.migrations.models  # noqa: F401  (registers every table on the metadata)
-from deckyard.api.schema import workspaces
 from deckyard.db import Database, UTCDateTime, metadata
 from deckyard.db.migrate import current_revision, downgrade_to, head_revision, upgrade
 from deckyard.decks.schema import decks, page_versions, pages
 from deckyard.jobs.schema import jobs
 from deckyard.render.control.schema import render_attempts, render_requests, renderers
+from deckyard.workspaces.schema import workspaces
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

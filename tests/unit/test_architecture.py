@@ -109,7 +109,9 @@ COMPONENTS: dict[str, str] = {
     "decks": "decks",
     "outputs": "outputs",
     "ai": "ai",
+    "external": "external",
     "webhooks": "webhooks",
+    "workspaces": "workspaces",
     "node": "node",
     "api": "api",
     "cli": "cli",
@@ -131,7 +133,9 @@ BELOW_NODE = {
     "decks",
     "outputs",
     "ai",
+    "external",
     "webhooks",
+    "workspaces",
 }
 # What each component may import besides itself and BASE.
 ALLOWED: dict[str, set[str]] = {
@@ -142,7 +146,16 @@ ALLOWED: dict[str, set[str]] = {
     # A Loop waits on a `db.Subscription` (wakeups) and labels its SQL through `db.current_loop`.
     "loop": {"db"},
     # The migrations read every package's table definitions.
-    "migrations": {"db", "jobs", "tasks", "render.control", "decks", "ai", "api", "webhooks"},
+    "migrations": {
+        "db",
+        "jobs",
+        "tasks",
+        "render.control",
+        "decks",
+        "ai",
+        "webhooks",
+        "workspaces",
+    },
     "jobs": {"db", "loop"},
     "tasks": {"jobs", "db", "loop", "webhooks"},
     # Webhooks sit between the job runtime and its users: tasks and decks announce their events
@@ -168,6 +181,10 @@ ALLOWED: dict[str, set[str]] = {
         "webhooks",
     },
     "ai": {"decks", "jobs", "db", "loop"},
+    # The external-worker protocol claims and finishes through `Runtime.fenced`; no AI in it.
+    "external": {"jobs"},
+    # Workspaces, API tokens, idempotency keys and the audit log: tables and their store.
+    "workspaces": {"db"},
     "node": BELOW_NODE,
     "api": BELOW_NODE | {"node"},
     "cli": BELOW_NODE | {"node", "api"},
@@ -179,7 +196,7 @@ KNOWN_EXCEPTIONS: set[tuple[str, str]] = set()
 
 # Packages whose table definitions (`<pkg>.schema`) only their store modules (`<pkg>.store`,
 # `<pkg>.store_*`) and the migrations import.
-STORE_PACKAGES = ("jobs", "tasks", "render.control", "decks", "ai", "webhooks")
+STORE_PACKAGES = ("jobs", "tasks", "render.control", "decks", "ai", "webhooks", "workspaces")
 
 
 @dataclass(frozen=True)
@@ -375,8 +392,8 @@ def test_other_packages_use_only_a_packages_public_api() -> None:
 
 
 # Components whose writes go through `Database.write` (retried on SQLite BUSY and PostgreSQL
-# 40001/40P01), never a bare `write_transaction()`: the API's own tables, decks and AI.
-RETRIED_WRITERS = {"api", "decks", "ai"}
+# 40001/40P01), never a bare `write_transaction()`: the API and its tables' store, decks and AI.
+RETRIED_WRITERS = {"api", "workspaces", "decks", "ai"}
 
 
 def test_api_decks_and_ai_write_through_the_retrying_write() -> None:

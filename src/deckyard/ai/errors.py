@@ -7,9 +7,6 @@ from enum import StrEnum
 AI_QUEUE = "ai"
 """The queue every in-process AI job runs on."""
 
-EXTERNAL_QUEUE_PREFIX = "ext"
-"""External queues are stored as `ext.<workspace>.<name>`: scoped to a workspace by name."""
-
 
 class AiJobKind(StrEnum):
     """The durable job kinds of AI authoring."""

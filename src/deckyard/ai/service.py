@@ -2,7 +2,7 @@
 
 With no provider configured (`DECKYARD_AI_BASE_URL` unset) it registers nothing, adds no
 worker or cron entry, and `configured` is False: the AI routes answer 503 `AI_NOT_CONFIGURED`
-and nothing else changes. External workers need no provider and are always available.
+and nothing else changes.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from deckyard.ai.catalog import CatalogJobs
 from deckyard.ai.errors import AI_QUEUE, AiJobKind
-from deckyard.ai.external import ExternalWorkers
 from deckyard.ai.images import ImageJobs
 from deckyard.ai.outline import OutlineJobs
 from deckyard.ai.page_edits import PageEditJobs
@@ -34,7 +33,7 @@ from deckyard.jobs import Job, Runtime
 
 
 class AiService:
-    """AI authoring's entry point: page edits, images, the catalog and external workers."""
+    """AI authoring's entry point: page edits, images and the catalog."""
 
     def __init__(
         self,
@@ -49,7 +48,6 @@ class AiService:
         self.runtime = runtime
         self.decks = decks
         self.settings = settings
-        self.external = ExternalWorkers(runtime, settings)
         self.provider: AiProvider | None = None
         self.catalog: CatalogJobs | None = None
         if not settings.ai_configured:

@@ -10,7 +10,6 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from deckyard import __version__, tracing
-from deckyard.api.agents import router as agents_router
 from deckyard.api.ai import ai_metrics
 from deckyard.api.ai import router as ai_router
 from deckyard.api.audit import AuditMiddleware
@@ -27,6 +26,7 @@ from deckyard.api.errors import (
     InfrastructureErrorMiddleware,
     install_error_handlers,
 )
+from deckyard.api.external_workers import router as external_workers_router
 from deckyard.api.head import HeadMiddleware
 from deckyard.api.health import router as health_router
 from deckyard.api.idempotency import IdempotencyMiddleware
@@ -53,7 +53,8 @@ def create_app(settings: Settings, *, node: Node | None = None) -> FastAPI:
     """Build the app; its node (a new one unless given) starts and stops with the lifespan.
 
     The routes read the node's parts from `app.state` (`db`, `runtime`, `tasks`, `render`,
-    `decks`, `ai`, `settings`); `loop_owners` lists everything that runs loops, for `/readyz`.
+    `decks`, `ai`, `external`, `settings`); `loop_owners` lists everything that runs loops,
+    for `/readyz`.
     """
 
     @asynccontextmanager
@@ -68,6 +69,7 @@ def create_app(settings: Settings, *, node: Node | None = None) -> FastAPI:
         app.state.render = n.render
         app.state.decks = n.decks
         app.state.ai = n.ai
+        app.state.external = n.external
         app.state.webhooks = n.webhooks
         app.state.loop_owners = n.loop_owners
         app.state.metric_sources = [ai_metrics(n.ai), render_metrics(n.render)]
@@ -106,7 +108,7 @@ def create_app(settings: Settings, *, node: Node | None = None) -> FastAPI:
     app.include_router(storage_router)
     app.include_router(validate_router)
     app.include_router(ai_router)
-    app.include_router(agents_router)
+    app.include_router(external_workers_router)
     app.include_router(webhooks_router)
     app.include_router(workspace_router)
     app.include_router(dashboard_router)

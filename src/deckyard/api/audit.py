@@ -13,15 +13,14 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel
-from sqlalchemy import insert, select
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from deckyard.api.auth import SAFE_METHODS, Principal, current_principal
 from deckyard.api.errors import first_line
 from deckyard.api.params import BeforeId
-from deckyard.api.schema import audit_events
 from deckyard.clock import SYSTEM_CLOCK
 from deckyard.db import Database, is_connection_lost, is_storage_full
+from deckyard.workspaces import store
 
 log = logging.getLogger(__name__)
 router = APIRouter(prefix="/v1/audit", tags=["audit"])
@@ -61,7 +60,7 @@ async def audit_insert(
         "location": location[:1000] if location else None,
         "created_at": SYSTEM_CLOCK.now(),
     }
-    await db.write(lambda conn: conn.execute(insert(audit_events).values(**row)))
+    await db.write(lambda conn: store.audit_event_insert(conn, row))
 
 
 class AuditMiddleware:
@@ -117,11 +116,7 @@ async def list_audit(
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
 ) -> AuditPage:
     """The workspace's writes, newest first, `limit` at a time (page on with `before`)."""
-    c = audit_events.c
-    query = select(audit_events).where(c.workspace_id == principal.workspace_id)
-    if before is not None:
-        query = query.where(c.id < before)
     async with request.app.state.db.read_connection() as conn:
-        rows = list(await conn.execute(query.order_by(c.id.desc()).limit(limit + 1)))
+        rows = await store.audit_event_page(conn, principal.workspace_id, before, limit + 1)
     events = [AuditEvent.model_validate(r._asdict()) for r in rows[:limit]]
     return AuditPage(events=events, next_before=events[-1].id if len(rows) > limit else None)

@@ -12,13 +12,12 @@ from enum import StrEnum
 from urllib.parse import urlsplit
 
 from fastapi import Request
-from sqlalchemy import insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from deckyard.api.errors import ApiError
-from deckyard.api.schema import api_tokens, workspaces
 from deckyard.db import Database
 from deckyard.jobs import current_actor
+from deckyard.workspaces import store
 
 TOKEN_PREFIX = "dy_"
 SESSION_COOKIE = "deckyard_session"
@@ -72,19 +71,9 @@ async def token_create(
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
 
     async def create(conn: AsyncConnection) -> None:
-        await conn.execute(
-            db.insert_ignoring_conflicts(workspaces, index_elements=["id"]).values(
-                id=workspace_id, name=workspace_id, created_at=now
-            )
-        )
-        await conn.execute(
-            insert(api_tokens).values(
-                workspace_id=workspace_id,
-                token_hash=hash_token(token),
-                label=label or None,
-                role=role.value,
-                created_at=now,
-            )
+        await store.workspace_ensure(db, conn, workspace_id, now)
+        await store.token_insert(
+            conn, workspace_id, hash_token(token), label=label or None, role=role.value, now=now
         )
 
     await db.write(create)
@@ -94,38 +83,14 @@ async def token_create(
 async def token_resolve(db: Database, token: str) -> Principal | None:
     """The principal for a token, or None when it is unknown or revoked."""
     async with db.read_connection() as conn:
-        row = (
-            await conn.execute(
-                select(api_tokens.c.id, api_tokens.c.workspace_id, api_tokens.c.role).where(
-                    api_tokens.c.token_hash == hash_token(token),
-                    api_tokens.c.revoked_at.is_(None),
-                )
-            )
-        ).first()
+        row = await store.token_active(conn, hash_token(token))
     return Principal(row.workspace_id, row.id, TokenRole(row.role)) if row else None
 
 
-@dataclass(frozen=True)
-class TokenRow:
-    """A token as listed: never its secret, which is only shown when it is created."""
-
-    id: int
-    role: str
-    label: str | None
-    created_at: datetime
-    revoked_at: datetime | None
-
-
-async def token_list(db: Database, workspace_id: str) -> list[TokenRow]:
+async def token_list(db: Database, workspace_id: str) -> list[store.TokenRow]:
     """The workspace's tokens, newest first, revoked ones included."""
-    c = api_tokens.c
     async with db.read_connection() as conn:
-        rows = await conn.execute(
-            select(c.id, c.role, c.label, c.created_at, c.revoked_at)
-            .where(c.workspace_id == workspace_id)
-            .order_by(c.id.desc())
-        )
-        return [TokenRow(**r._asdict()) for r in rows]
+        return await store.token_rows(conn, workspace_id)
 
 
 async def token_revoke(db: Database, workspace_id: str, token_id: int, now: datetime) -> bool:
@@ -133,25 +98,7 @@ async def token_revoke(db: Database, workspace_id: str, token_id: int, now: date
 
     Revoking a revoked token keeps its first revocation time and is not an error.
     """
-    c = api_tokens.c
-
-    async def revoke(conn: AsyncConnection) -> bool:
-        found = (
-            await conn.execute(
-                select(c.revoked_at).where(c.id == token_id, c.workspace_id == workspace_id)
-            )
-        ).first()
-        if found is None:
-            return False
-        if found.revoked_at is None:
-            await conn.execute(
-                update(api_tokens)
-                .where(c.id == token_id, c.revoked_at.is_(None))
-                .values(revoked_at=now)
-            )
-        return True
-
-    return await db.write(revoke)
+    return await db.write(lambda conn: store.token_mark_revoked(conn, workspace_id, token_id, now))
 
 
 def bearer_token(request: Request) -> str | None:

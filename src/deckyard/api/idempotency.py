@@ -11,16 +11,18 @@ import hashlib
 import json
 from typing import Any
 
-from sqlalchemy import delete, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from deckyard.api.auth import bearer_token, token_resolve
 from deckyard.api.errors import error_body
-from deckyard.api.schema import idempotency_keys
 from deckyard.clock import SYSTEM_CLOCK
 from deckyard.db import Database
+from deckyard.workspaces.store import (
+    idempotency_forget,
+    idempotency_record,
+    idempotency_reserve,
+)
 
 MAX_KEY_LENGTH = 200
 KEPT_HEADERS = ("content-type", "location", "retry-after")
@@ -90,29 +92,9 @@ class IdempotencyMiddleware:
             b"\0".join([scope["path"].encode(), scope.get("query_string", b""), body_bytes])
         ).hexdigest()
         ws = principal.workspace_id
-        where = (idempotency_keys.c.workspace_id == ws) & (idempotency_keys.c.key == key)
-
-        async def reserve(conn: AsyncConnection) -> Any:
-            """None when this request holds the key now; else the row of the one that did."""
-            inserted = (
-                await conn.execute(
-                    db.insert_ignoring_conflicts(
-                        idempotency_keys, index_elements=["workspace_id", "key"]
-                    )
-                    .values(
-                        workspace_id=ws,
-                        key=key,
-                        request_hash=digest,
-                        created_at=SYSTEM_CLOCK.now(),
-                    )
-                    .returning(idempotency_keys.c.key)
-                )
-            ).first()
-            if inserted is not None:
-                return None
-            return (await conn.execute(select(idempotency_keys).where(where))).one()
-
-        existing = await db.write(reserve)
+        existing = await db.write(
+            lambda conn: idempotency_reserve(db, conn, ws, key, digest, SYSTEM_CLOCK.now())
+        )
         if existing is not None:
             await self._answer_existing(existing, digest, send)
             return
@@ -125,7 +107,7 @@ class IdempotencyMiddleware:
         try:
             await self.app(scope, replayed, capture)
         except BaseException:
-            await db.write(lambda conn: conn.execute(delete(idempotency_keys).where(where)))
+            await db.write(lambda conn: idempotency_forget(conn, ws, key))
             raise
         start = next(m for m in captured if m["type"] == "http.response.start")
         status = int(start["status"])
@@ -136,14 +118,13 @@ class IdempotencyMiddleware:
             if k.decode().lower() in KEPT_HEADERS
         }
         if status >= 500:
-            await db.write(lambda conn: conn.execute(delete(idempotency_keys).where(where)))
+            await db.write(lambda conn: idempotency_forget(conn, ws, key))
         else:
-            record = (
-                update(idempotency_keys)
-                .where(where)
-                .values(status_code=status, response_headers=headers, response_body=body)
+            await db.write(
+                lambda conn: idempotency_record(
+                    conn, ws, key, status_code=status, headers=headers, body=body
+                )
             )
-            await db.write(lambda conn: conn.execute(record))
         for message in captured:
             await send(message)
 

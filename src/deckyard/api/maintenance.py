@@ -4,14 +4,11 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from sqlalchemy import delete, select
-from sqlalchemy.ext.asyncio import AsyncConnection
-
-from deckyard.api.schema import idempotency_keys
 from deckyard.clock import SYSTEM_CLOCK, Clock
 from deckyard.config import Settings
 from deckyard.db import Database
 from deckyard.loop import IDLE, MORE, Loop, Tick
+from deckyard.workspaces.store import idempotency_delete_expired, idempotency_expired
 
 BATCH = 500
 
@@ -20,27 +17,10 @@ async def idempotency_prune(db: Database, settings: Settings, clock: Clock) -> i
     """Delete up to one batch of expired idempotency records; reads first, writes only if due."""
     cutoff = clock.now() - timedelta(seconds=settings.idempotency_retention_seconds)
     async with db.read_connection() as conn:
-        keys = (
-            await conn.execute(
-                select(idempotency_keys.c.workspace_id, idempotency_keys.c.key)
-                .where(idempotency_keys.c.created_at < cutoff)
-                .limit(BATCH)
-            )
-        ).all()
+        keys = await idempotency_expired(conn, cutoff, BATCH)
     if not keys:
         return 0
-
-    async def prune(conn: AsyncConnection) -> None:
-        for ws, key in keys:
-            await conn.execute(
-                delete(idempotency_keys).where(
-                    idempotency_keys.c.workspace_id == ws,
-                    idempotency_keys.c.key == key,
-                    idempotency_keys.c.created_at < cutoff,
-                )
-            )
-
-    await db.write(prune)
+    await db.write(lambda conn: idempotency_delete_expired(conn, keys, cutoff))
     return len(keys)
 
 

@@ -12,12 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy import null, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection
 
-from deckyard.api.schema import workspaces
 from deckyard.config import Settings
 from deckyard.db import Database
+from deckyard.workspaces.store import workspace_settings_read, workspace_settings_update
 
 
 class WorkspaceSettings(BaseModel):
@@ -56,9 +54,7 @@ def _known(stored: dict[str, Any] | None) -> WorkspaceSettings:
 async def workspace_settings_get(db: Database, workspace_id: str) -> WorkspaceSettings:
     """The workspace's own settings (all unset when it has none, or no row)."""
     async with db.read_connection() as conn:
-        stored = (
-            await conn.execute(select(workspaces.c.settings).where(workspaces.c.id == workspace_id))
-        ).scalar_one_or_none()
+        stored = await workspace_settings_read(conn, workspace_id)
     return _known(stored)
 
 
@@ -70,26 +66,8 @@ async def workspace_settings_merge(
     The row is locked while it is read and written back, so two changes to different keys
     both stay. Raises `LookupError` when the workspace has no row.
     """
-
-    async def merge(conn: AsyncConnection) -> dict[str, Any]:
-        found = (
-            await conn.execute(
-                select(workspaces.c.settings)
-                .where(workspaces.c.id == workspace_id)
-                .with_for_update()
-            )
-        ).first()
-        if found is None:
-            raise LookupError(workspace_id)
-        merged = {k: v for k, v in {**(found.settings or {}), **changes}.items() if v is not None}
-        await conn.execute(
-            update(workspaces)
-            .where(workspaces.c.id == workspace_id)
-            .values(settings=merged or null())
-        )
-        return merged
-
-    return _known(await db.write(merge))
+    merged = await db.write(lambda conn: workspace_settings_update(conn, workspace_id, changes))
+    return _known(merged)
 
 
 async def fetch_remote_for(db: Database, workspace_id: str, settings: Settings) -> bool:

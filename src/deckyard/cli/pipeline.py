@@ -27,9 +27,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
-from sqlalchemy import select
 
-from deckyard.api.schema import workspaces
 from deckyard.cli.common import FORMATS
 from deckyard.cli.fetch_remote import fetch_for_render
 from deckyard.cli.output import OutputFolderError, cache_dir, finish_output, prepare_output
@@ -50,6 +48,7 @@ from deckyard.node import Node
 from deckyard.outputs import OUTPUTS
 from deckyard.render.control.models import RENDER_REQUEST_EVENT
 from deckyard.render.protocol import ErrorKind, error_kind
+from deckyard.workspaces.store import workspace_ensure
 
 if TYPE_CHECKING:
     from deckyard.cli.early_renderer import EarlyRenderer
@@ -169,13 +168,7 @@ def describe(result: ValidationResult) -> list[str]:
 
 async def _ensure_workspace(service: DeckService) -> None:
     async with service.db.write_transaction() as conn:
-        found = await conn.execute(select(workspaces.c.id).where(workspaces.c.id == WORKSPACE))
-        if found.first() is None:
-            await conn.execute(
-                workspaces.insert().values(
-                    id=WORKSPACE, name=WORKSPACE, created_at=service.clock.now()
-                )
-            )
+        await workspace_ensure(service.db, conn, WORKSPACE, service.clock.now())
 
 
 async def _wait_for_renderer(service: DeckService) -> bool:

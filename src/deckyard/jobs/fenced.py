@@ -1,6 +1,6 @@
 """`FencedLeases`: job leases held by a caller outside this process, fenced by owner and attempt.
 
-A worker elsewhere (the external-worker protocol of `deckyard.ai.external`) claims a job of one
+A worker elsewhere (the external-worker protocol of `deckyard.external`) claims a job of one
 workspace and then presents its lease owner and attempt with every heartbeat, completion and
 failure. Each is the runtime's own guarded statement: once the lease has expired (recovered or
 not) the owner no longer matches, nothing changes, and the answer says so. Every write goes

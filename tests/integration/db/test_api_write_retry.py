@@ -22,8 +22,8 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import func, select, text
 
-from deckyard.api.schema import api_tokens, audit_events, idempotency_keys
 from deckyard.decks.schema import decks
+from deckyard.workspaces.schema import api_tokens, audit_events, idempotency_keys
 from tests.helpers.api import make_token, running_app
 from tests.helpers.decks import json_deck
 from tests.helpers.eventually import eventually

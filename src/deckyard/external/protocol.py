@@ -1,4 +1,5 @@
-"""Workers outside the process, in any language, over HTTP: claim, heartbeat, complete, fail.
+"""The external-worker protocol: workers outside the process, in any language, over HTTP, claim,
+heartbeat, complete and fail jobs of the job runtime.
 
 An external queue `name` is stored as the job queue `ext.name`, which no in-process worker
 serves, and every claim is restricted to the caller's workspace. A claim answers the job and a
@@ -15,9 +16,11 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from deckyard.ai.errors import EXTERNAL_QUEUE_PREFIX
 from deckyard.config import Settings
 from deckyard.jobs import Job, JobErrorCode, JobStatus, Runtime
+
+EXTERNAL_QUEUE_PREFIX = "ext"
+"""External queues are stored as `ext.<name>`; a claim is scoped to the caller's workspace."""
 
 
 def stored_queue(name: str) -> str:
@@ -92,7 +95,7 @@ class ExternalWorkers:
     @property
     def lease(self) -> float:
         """Seconds one claim or heartbeat holds the lease."""
-        return self.settings.ai_external_lease_seconds
+        return self.settings.external_lease_seconds
 
     async def enqueue(
         self,

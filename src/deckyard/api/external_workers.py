@@ -20,7 +20,11 @@ from fastapi import APIRouter, Body, Depends, Path, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from deckyard.ai.external import (
+from deckyard.api.auth import Principal, current_principal, queue_principal
+from deckyard.api.errors import ApiError
+from deckyard.api.jobs import JobOut
+from deckyard.api.params import RowId
+from deckyard.external.protocol import (
     Claimed,
     DeadlinePassed,
     ExternalWorkers,
@@ -28,16 +32,11 @@ from deckyard.ai.external import (
     NotExternal,
     TokenRefused,
 )
-from deckyard.ai.service import AiService
-from deckyard.api.auth import Principal, current_principal, queue_principal
-from deckyard.api.errors import ApiError
-from deckyard.api.jobs import JobOut
-from deckyard.api.params import RowId
 from deckyard.jobs import Job, JobErrorCode
 
 router = APIRouter(prefix="/v1", tags=["external workers"])
 Member = Annotated[Principal, Depends(current_principal)]
-Agent = Annotated[Principal, Depends(queue_principal)]
+ExternalWorker = Annotated[Principal, Depends(queue_principal)]
 QUEUE_NAME = r"^[a-z0-9][a-z0-9_.-]{0,59}$"
 QueueName = Annotated[str, Path(pattern=QUEUE_NAME)]
 KIND = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
@@ -128,8 +127,8 @@ async def _unless_hung_up(request: Request, claiming: Awaitable[Claimed | None])
 
 def workers(request: Request) -> ExternalWorkers:
     """The app's external-worker protocol."""
-    service: AiService = request.app.state.ai
-    return service.external
+    external: ExternalWorkers = request.app.state.external
+    return external
 
 
 def fencing(text: str) -> FencingToken:
@@ -200,14 +199,14 @@ async def enqueue(
 )
 async def claim(
     request: Request,
-    principal: Agent,
+    principal: ExternalWorker,
     queue: QueueName,
     body: Annotated[ClaimIn | None, Body()] = None,
 ) -> Response:
     """Claim the next due job of the queue, waiting up to `wait_seconds` (long poll)."""
     ext = workers(request)
     ask = body or ClaimIn()
-    wait = min(ask.wait_seconds, ext.settings.ai_external_claim_max_wait_seconds)
+    wait = min(ask.wait_seconds, ext.settings.external_claim_max_wait_seconds)
     got = await _unless_hung_up(request, ext.claim(principal.workspace_id, queue, ask.worker, wait))
     if got is None:
         return Response(status_code=204)
@@ -226,7 +225,7 @@ async def claim(
     responses={409: {"description": LEASE_REFUSALS}},
 )
 async def heartbeat(
-    request: Request, principal: Agent, job_id: RowId, body: Annotated[TokenIn, Body()]
+    request: Request, principal: ExternalWorker, job_id: RowId, body: Annotated[TokenIn, Body()]
 ) -> HeartbeatOut:
     """Extend the lease of a claimed job (never past its deadline)."""
     try:
@@ -248,7 +247,7 @@ async def heartbeat(
     responses={409: {"description": f"{LEASE_REFUSALS}; the result was not recorded."}},
 )
 async def complete(
-    request: Request, principal: Agent, job_id: RowId, body: Annotated[CompleteIn, Body()]
+    request: Request, principal: ExternalWorker, job_id: RowId, body: Annotated[CompleteIn, Body()]
 ) -> JobOut:
     """Finish a claimed job with its result (compare-and-set on owner, attempt and lease).
 
@@ -273,7 +272,7 @@ async def complete(
     responses={409: {"description": f"{LEASE_REFUSALS}; the failure was not recorded."}},
 )
 async def fail(
-    request: Request, principal: Agent, job_id: RowId, body: Annotated[FailIn, Body()]
+    request: Request, principal: ExternalWorker, job_id: RowId, body: Annotated[FailIn, Body()]
 ) -> JobOut:
     """Fail a claimed job's attempt; with `retryable` the queue's retry policy may run it again."""
     try:

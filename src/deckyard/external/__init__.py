@@ -1,0 +1,1 @@
+"""External workers: jobs taken by workers outside the server, over HTTP (`protocol.py`)."""

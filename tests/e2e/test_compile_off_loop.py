@@ -2,9 +2,10 @@
 
 Issue 30 item 5: `POST /v1/decks` with 10 HTML pages of 10,000 elements each (1.6 MB) took
 5.3 s and held `/healthz` for 5.2 s, because the compile (html5lib, soupsieve: pure Python)
-ran on the event loop. A real `deckyard serve` runs here, on SQLite and PostgreSQL; while the
-deck is created (and while a big page is validated) a second client polls `/healthz` and
-every answer must come within 100 ms.
+ran on the event loop. A real `deckyard serve` runs here, on SQLite and PostgreSQL; while a
+deck of 5 such pages is created (half the issue's deck, to keep the drill short), and while a
+page of 50,000 is validated, a second client polls `/healthz` and every answer must come within
+100 ms.
 
 The bound is the issue's. The only allowance is the machine's own noise, measured in the same
 window: the poller alternates between the server and a second, idle `deckyard serve` (same
@@ -30,7 +31,7 @@ from tests.helpers.server import Server, clean_env, workspace_tokens
 pytestmark = [pytest.mark.processes, pytest.mark.slow]
 
 BOUND_SECONDS = 0.100
-PAGES = 10
+PAGES = 5
 NODES = 10_000
 HICCUP_SECONDS = 0.300
 """The longest single answer allowed once per drill as machine noise (see `healthz_during`)."""

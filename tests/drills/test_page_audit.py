@@ -13,8 +13,10 @@ pytestmark = pytest.mark.chromium
 GIF = "data:image/gif;base64,R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAAIBRAA7"
 
 
-def diagnostics(renderer: RendererProcess, attempt: str, page: str) -> dict[str, Any]:
-    body = {"attempt_id": attempt, "document": page, "width": 800, "height": 600}
+def diagnostics(
+    renderer: RendererProcess, attempt: str, page: str, **extra: Any
+) -> dict[str, Any]:
+    body = {"attempt_id": attempt, "document": page, "width": 800, "height": 600, **extra}
     assert renderer.client.post("/v1/attempts", json=body).status_code == 202
     found: dict[str, Any] = renderer.wait_terminal(attempt)["diagnostics"]
     return found
@@ -42,6 +44,11 @@ def test_axe_reports_alt_text_heading_order_lang_links_and_contrast(
     assert "alternative text" in rules["image-alt"]["message"]
     assert found["invisible_text"] == []  # 1.9:1 is poor, not invisible: only axe reports it
     assert found["timings"]["audit_ms"] > 0
+
+    # an export's render (its pages were audited when validated) asks for none
+    skipped = diagnostics(audited, "axe-off", page, audit=False)
+    assert skipped["accessibility"] == [] and skipped["missing_glyphs"] == []
+    assert not skipped["timings"].get("audit_ms")
 
 
 def test_the_pages_own_script_cannot_silence_the_audit(audited: RendererProcess) -> None:

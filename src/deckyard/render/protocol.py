@@ -132,6 +132,12 @@ class RenderInput(BaseModel):
         "and their runs, lists, tables, images, code, and what else paints), bounded, in "
         "`diagnostics.layout`: an editable export rebuilds the slide from it.",
     )
+    audit: bool = Field(
+        True,
+        description="False: skip the page audit (axe-core's accessibility rules, missing "
+        "glyphs) even where the renderer runs it (`renderer_page_audit`): a render for an "
+        "export, whose page was checked when it was validated.",
+    )
     capture: bool = Field(
         True,
         description="False: load, settle and inspect the page only, for its diagnostics (a "

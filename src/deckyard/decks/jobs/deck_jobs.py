@@ -134,6 +134,7 @@ class DeckJobs:
                 "width": first.width,
                 "height": first.height,
                 "wait": {"until": "load", "delay_ms": 300},
+                "audit": False,  # a load check of the built site, not a check of its content
             }
         )
         outcome = await self.gateway.run(
@@ -193,6 +194,7 @@ class DeckJobs:
                 "format": "pdf",
                 "media": "print",
                 "pdf_tagged": tagged,
+                "audit": False,  # each slide was audited as its page; the print adds nothing
             }
         )
         outcome = await self.gateway.run(

@@ -68,7 +68,8 @@ class DeckOutputs:
         slide = row.manifest.get("slide") or {}
         documents = self._documents(row, source, steps=bool(ctx.payload.get("steps")))
         specs = [
-            slide_spec_for(html, slide, {}).model_copy(update={"layout": True})
+            # the pages were audited when validated: the export's render only draws and measures
+            slide_spec_for(html, slide, {}).model_copy(update={"layout": True, "audit": False})
             for _, html in documents
         ]
         outcomes = await render_specs(self.validator, ctx, specs)

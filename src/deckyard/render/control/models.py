@@ -114,6 +114,12 @@ class ScreenshotSpec(BaseModel):
         description="Also return the page's layout (text, lists, tables, images, code as the "
         "browser laid them out) in the result's `diagnostics.layout`, for an editable export.",
     )
+    audit: bool = Field(
+        True,
+        description="False: no accessibility or glyph audit in this render (an export of "
+        "pages already validated); the renderer's `renderer_page_audit` still decides when "
+        "true.",
+    )
 
     @field_validator("url")
     @classmethod
@@ -160,6 +166,8 @@ class ScreenshotSpec(BaseModel):
             del data["pdf_tagged"]
         if not self.layout:
             del data["layout"]
+        if self.audit:
+            del data["audit"]
         data["document"] = self.html
         if self.files is not None:
             data["files"] = self.files

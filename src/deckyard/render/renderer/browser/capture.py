@@ -386,7 +386,7 @@ class CaptureSession:
                     self._settings.renderer_layout_max_items,
                     self._settings.renderer_layout_max_chars,
                 )
-            if self._tab is not None and self._settings.renderer_page_audit:
+            if self._tab is not None and self._settings.renderer_page_audit and self._render.audit:
                 audit_start = time.monotonic()
                 found = await audit_page(
                     page, self._tab.cdp, glyph_limit=self._settings.renderer_glyph_scan_limit

@@ -158,7 +158,7 @@ async def test_deck_deadline_across_attempts(
         shared_renderer,
         before_start=deck_job,
         database_url=db_url,
-        render_attempt_timeout_seconds=8.0,
+        render_attempt_timeout_seconds=4.0,
         render_request_deadline_seconds=60.0,
     ) as plane:
         job = await plane.runtime.enqueue(DECK_JOB, {"specs": specs}, queue="render")

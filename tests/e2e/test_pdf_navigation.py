@@ -107,5 +107,5 @@ def test_pdf_tagged_adds_the_structure_tree_and_a_big_pdf_is_warned_of(tmp_path:
         with pdf.open_outline() as outline:
             assert [item.title for item in outline.root][:1] == ["Welcome aboard"]
     flat = " ".join(stdout.split())
-    assert "warning: export: the PDF is" in flat
+    assert "warning: pdf: the PDF is" in flat
     assert "blend modes" in flat

@@ -305,8 +305,8 @@ async def export_deck(
     `{"steps": true}` for a page per step of each slide (docs/user-guide.md, "Steps"), in
     the PDF or the PPTX.
     """
-    if fmt != PDF_FORMAT and fmt not in OUTPUTS:
-        known = ", ".join([PDF_FORMAT, *OUTPUTS])
+    if fmt not in OUTPUTS:
+        known = ", ".join(OUTPUTS)
         raise ApiError(
             422, EXPORT_FORMAT_UNKNOWN, f"no export format {fmt!r}; use {known}", field="format"
         )

@@ -36,6 +36,7 @@ from deckyard.config import Settings
 from deckyard.decks.compile.documents import compile_deck_report
 from deckyard.decks.compile.steps import STEP_SUFFIX, slide_name, split_step, step_deck
 from deckyard.decks.errors import DeckSourceError, DeckSourceErrorCode
+from deckyard.decks.jobs.names import PDF_FORMAT
 from deckyard.decks.service import DeckService
 from deckyard.decks.source.deck_source import DeckSource
 from deckyard.decks.source.folder import load_deck_folder
@@ -342,17 +343,13 @@ class Pipeline:
             shots = await self.service.screenshot_deck(WORKSPACE, shown, PNG_CONFIG)
         if "zip" in formats:
             work.append((await self.service.build(WORKSPACE, whole), out / "site.zip", "build"))
-        if "pdf" in formats:
-            printed = steps.deck_id if steps is not None else whole
-            job = self.export_job or await self.service.export(
-                WORKSPACE, printed, tagged=self.pdf_tagged
-            )
-            self.export_job = None
-            work.append((job, out / "deck.pdf", "export"))
+        exported = steps.deck_id if steps is not None else whole
         for name in sorted(formats & OUTPUTS.keys()):
-            made = await self.service.export(
-                WORKSPACE, steps.deck_id if steps is not None else whole, fmt=name
-            )
+            if name == PDF_FORMAT and self.export_job is not None:
+                made, self.export_job = self.export_job, None  # started with the validation
+            else:
+                tagged = self.pdf_tagged and name == PDF_FORMAT
+                made = await self.service.export(WORKSPACE, exported, fmt=name, tagged=tagged)
             work.append((made, out / OUTPUTS[name].file_name, name))
         bar = self.progress.add_task("pdf, site", total=len(work)) if work else None
 

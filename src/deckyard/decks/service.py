@@ -99,7 +99,7 @@ class DeckService:
             settings,
             render.store,
             self.gateway,
-            DeckOutputs(db, render.store, self.validator, self.limits),
+            DeckOutputs(db, settings, render.store, self.validator, self.limits),
         )
         self.deck_pages = DeckPageJobs(db, render.store, self.validator)
         self.pages = PageEdits(db, clock)
@@ -270,9 +270,9 @@ class DeckService:
         steps: bool = False,
         fmt: str = PDF_FORMAT,
     ) -> Job:
-        """Enqueue `deck.export` (PDF); `tagged` asks for Chromium's tagged PDF, `steps` for a
-        page per step of each slide (`compile.steps`). Another `fmt` is a format of
-        `deckyard.outputs` (PPTX), which takes `steps` too."""
+        """Enqueue `deck.export` of format `fmt` of `deckyard.outputs` (the PDF by default, the
+        PPTX): `tagged` asks for Chromium's tagged PDF, `steps` for a page per step of each
+        slide (`compile.steps`)."""
         payload: dict[str, Any] = {"deck_id": deck_id}
         if tagged:
             payload["tagged"] = True

@@ -1,11 +1,12 @@
 """The one interface every output format implements, and the values it works on.
 
-A format turns a deck, as the deck job gathered it (`DeckInput`: the manifest's facts and,
-per page, its rendered PNG, its layout and its speaker notes), into one file (`OutputFile`:
-the bytes, a per-page report and warnings). The caller (a deck job) does the rendering and
-the storing; a format only builds, off the event loop, and never talks to the renderer.
-A format that needs another kind of render (the print document's PDF, the built site) adds
-the field it needs to `DeckInput` and says so in `needs`.
+A format turns a deck, as the deck job gathered it (`DeckInput`: the manifest's facts and
+what the format's `needs` asked to be rendered: per page, its PNG, its layout and its speaker
+notes, or the print document and Chromium's PDF of it), into one file (`OutputFile`: the
+bytes, a per-page report, warnings and facts for the job's result). The caller (the
+`deck.export` job) does the rendering and the storing; a format only builds, off the event
+loop, and never talks to the renderer. A format that needs another kind of render adds a
+`Needs` and the field it fills to `DeckInput`.
 """
 
 from __future__ import annotations
@@ -14,12 +15,18 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
+SLIDE_ANCHOR_PREFIX = "slide-"
+"""The id of slide N in a print document is `slide-N`: its `#slide-N` links jump there."""
+
 
 class Needs(StrEnum):
     """What a format needs rendered before it can build."""
 
     PAGE_LAYOUTS = "page_layouts"
     """Every page's PNG and its layout, from the same render visit (`ScreenshotSpec.layout`)."""
+
+    PRINTED = "printed"
+    """The deck's print document (a printed page per slide) and Chromium's PDF of it."""
 
 
 @dataclass(frozen=True)
@@ -33,24 +40,39 @@ class PageInput:
 
 
 @dataclass(frozen=True)
+class Printed:
+    """The compiled print document and the PDF Chromium printed from it."""
+
+    document: str
+    pdf: bytes
+
+
+@dataclass(frozen=True)
 class DeckInput:
-    """What a format builds from: the deck's metadata, slide size in CSS pixels, its pages."""
+    """What a format builds from: the deck's metadata, slide size in CSS pixels, its slide
+    count, and what `needs` asked for (`pages`, or `printed`)."""
 
     title: str
     author: str | None
     lang: str
     width: int
     height: int
-    pages: list[PageInput]
+    slides: int
+    pages: list[PageInput] = field(default_factory=list)
+    printed: Printed | None = None
+    budget_bytes_per_slide: int = 0
+    """A file size a slide may take before the format warns (0: no budget)."""
 
 
 @dataclass(frozen=True)
 class OutputFile:
-    """A built output: its bytes, one report entry per page, and warnings for the user."""
+    """A built output: its bytes, one report entry per page, warnings for the user, and facts
+    of the format the job's result carries as they are (the PDF's `outline`)."""
 
     data: bytes
     pages: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    facts: dict[str, Any] = field(default_factory=dict)
 
 
 class OutputFormat(Protocol):

@@ -24,8 +24,8 @@ from deckyard.decks.source.assemble import MANIFEST_FILE, field_path
 from deckyard.decks.source.deck_source import DeckSource, PageKind, PageSource
 from deckyard.decks.source.limits import DeckLimits
 from deckyard.decks.source.reveal_html import print_page, slide_position
+from deckyard.outputs.interface import SLIDE_ANCHOR_PREFIX
 
-SLIDE_ANCHOR_PREFIX = "slide-"
 """A slide of the print document has the id `slide-N` (N from 1): `#slide-3` links to slide 3."""
 _FONT_FORMATS = {".woff2": "woff2", ".woff": "woff", ".ttf": "truetype", ".otf": "opentype"}
 

@@ -1,5 +1,5 @@
-"""The deck-wide job handlers: build the static site ZIP, and export the deck as one PDF (or,
-through `DeckOutputs`, another format of `deckyard.outputs`).
+"""The deck-wide job handlers: build the static site ZIP, and export the deck in a format of
+`deckyard.outputs` (`DeckOutputs`: the PDF, the PPTX).
 
 Both store their output in the artefact store and name it in the job's result
 (`artifact_key`, `content_type`, `size`, `sha256`), the same shape screenshot jobs use, so
@@ -8,7 +8,6 @@ Both store their output in the artefact store and name it in the job's result
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import hashlib
 import io
@@ -19,19 +18,16 @@ from typing import Any
 from deckyard.artifacts import ArtifactStore
 from deckyard.config import Settings
 from deckyard.db import Database
-from deckyard.decks.compile.documents import CompiledPage, compile_deck, compile_print_document
-from deckyard.decks.compile.steps import step_deck
+from deckyard.decks.compile.documents import CompiledPage, compile_deck
 from deckyard.decks.errors import CompileError, SiteVerificationError
 from deckyard.decks.jobs.deck_outputs import DeckOutputs
 from deckyard.decks.jobs.handler_support import load_deck, refused, workspace_of
 from deckyard.decks.jobs.names import (
-    PDF_FORMAT,
     ZIP_MEDIA_TYPE,
     BrowserCheck,
     DeckEvent,
     DeckJobErrorCode,
 )
-from deckyard.decks.pdf_navigation import deck_outline, navigable_pdf, size_warning
 from deckyard.decks.site.build import INDEX as SITE_INDEX
 from deckyard.decks.site.build import MANIFEST as SITE_MANIFEST
 from deckyard.decks.site.build import build_site
@@ -39,7 +35,6 @@ from deckyard.decks.site.verify import verify_site_zip
 from deckyard.decks.source.limits import DeckLimits, site_zip_limits
 from deckyard.decks.validation.render_check import RenderGateway
 from deckyard.jobs import JobContext, JobError
-from deckyard.outputs import OUTPUTS
 from deckyard.render.control.models import ScreenshotSpec
 
 
@@ -163,79 +158,5 @@ class DeckJobs:
         }
 
     async def export(self, ctx: JobContext) -> dict[str, Any]:
-        """Render the print document (one printed page per slide, at slide size) as a PDF,
-        then make it navigable (`pdf_navigation`: outline, slide links, metadata).
-
-        `tagged` in the payload asks Chromium for a tagged PDF. A PDF over its size budget
-        (`deck_pdf_warn_bytes_per_slide`) is kept, with a warning in the result. Another
-        `format` in the payload is one of `deckyard.outputs` (`DeckOutputs`).
-        """
-        fmt = str(ctx.payload.get("format") or PDF_FORMAT)
-        if fmt != PDF_FORMAT:
-            output = OUTPUTS.get(fmt)
-            if output is None:
-                raise refused(DeckJobErrorCode.UNKNOWN_FORMAT, f"no export format {fmt!r}")
-            return await self.outputs.export(ctx, output)
-        workspace = workspace_of(ctx)
-        deck_id = int(ctx.payload["deck_id"])
-        tagged = bool(ctx.payload.get("tagged"))
-        row, source = await load_deck(self.db, deck_id, workspace)
-        if ctx.payload.get("steps"):
-            source = step_deck(source, self.limits)
-        try:
-            document = compile_print_document(source, self.limits)
-        except CompileError as exc:
-            raise _compile_failed(exc) from None
-        spec = ScreenshotSpec.model_validate(
-            {
-                "html": document,
-                "width": source.width,
-                "height": source.height,
-                "format": "pdf",
-                "media": "print",
-                "pdf_tagged": tagged,
-                "audit": False,  # each slide was audited as its page; the print adds nothing
-            }
-        )
-        outcome = await self.gateway.run(
-            spec,
-            workspace_id=workspace,
-            parent_id=ctx.id,
-            timeout=self.settings.deck_job_timeout_seconds,
-        )
-        if outcome.error_code is not None:
-            raise refused(outcome.error_code, outcome.message or outcome.error_code)
-        if outcome.job is not None:
-            await ctx.emit(DeckEvent.RENDER_JOB, {"job_id": outcome.job.id})
-        result = outcome.result
-        printed = await self.store.get(result["artifact_key"])
-        if printed is None:
-            raise JobError(
-                DeckJobErrorCode.ARTIFACT_MISSING,
-                f"the render's PDF {result['artifact_key']} is gone from the store",
-                retryable=True,
-            )
-        manifest = source.manifest
-        facts = deck_outline(document, manifest.title, manifest.author, manifest.lang)
-        data = await asyncio.to_thread(navigable_pdf, printed, facts)
-        key = f"decks/{workspace}/{deck_id}/export-job-{ctx.id}.pdf"
-        await self.store.put(key, data)
-        warnings = []
-        warning = size_warning(
-            len(data), len(source.pages), self.settings.deck_pdf_warn_bytes_per_slide
-        )
-        if warning is not None:
-            warnings.append(warning)
-            await ctx.emit(DeckEvent.PDF_SIZE_WARNING, {"size": len(data), "message": warning})
-        return {
-            "deck_id": deck_id,
-            "deck_version": row.version,
-            "page_count": len(source.pages),
-            "artifact_key": key,
-            "content_type": result["content_type"],
-            "size": len(data),
-            "sha256": hashlib.sha256(data).hexdigest(),
-            "tagged": tagged,
-            "outline": facts.slide_titles,
-            "warnings": warnings,
-        }
+        """`deck.export`: the payload's format of `deckyard.outputs` (`DeckOutputs`)."""
+        return await self.outputs.export(ctx)

@@ -1,13 +1,19 @@
-"""`deck.export` for the output formats of `deckyard.outputs` (`format` in the payload).
+"""`deck.export`: every output format of `deckyard.outputs` (`format` in the payload, `pdf`
+by default), rendered as the format's `needs` say, built, stored.
 
-The PDF stays with `DeckJobs.export` (the print document). A format that needs page layouts
-(PPTX) gets every page's current version rendered in one deck render request with `layout`
-on: each page's PNG and its layout come from the same browser visit, so the shapes line up
-with the picture. The format then builds in this process (never in the renderer), and the
-file goes to the artefact store under the job, named in the result like the PDF's, with the
-format's per-page report (`pages`: `page`, `mode`, `why`). With `steps` in the payload the deck
-is first expanded into a page per step (`compile.steps.step_deck`, as the PDF does) and those
-pages are compiled and rendered instead of the stored versions.
+* `Needs.PRINTED` (PDF): the deck's print document, a printed page per slide, printed by
+  Chromium in one render (`tagged` in the payload: Chromium's tagged PDF).
+* `Needs.PAGE_LAYOUTS` (PPTX): every page's current version rendered in one deck render
+  request with `layout` on: each page's PNG and its layout come from the same browser visit,
+  so the shapes line up with the picture.
+
+With `steps` in the payload the deck is first expanded into a page per step
+(`compile.steps.step_deck`) and those pages are compiled and rendered instead of the stored
+versions. Renders made here skip the page audit: the pages were audited when validated. The
+format then builds in this process (never in the renderer), and the file goes to the artefact
+store under the job, named in the result (`artifact_key`, `content_type`, `size`, `sha256`, as
+screenshot jobs name theirs, so `GET /v1/jobs/{id}/artifact` serves it) with the format's
+per-page report (`pages`), its warnings (each also an `output_warning` event) and its facts.
 """
 
 from __future__ import annotations
@@ -19,12 +25,13 @@ from typing import Any
 from bs4 import BeautifulSoup
 
 from deckyard.artifacts import ArtifactStore
+from deckyard.config import Settings
 from deckyard.db import Database
-from deckyard.decks.compile.documents import compile_deck
+from deckyard.decks.compile.documents import compile_deck, compile_print_document
 from deckyard.decks.compile.steps import step_deck
 from deckyard.decks.errors import CompileError
 from deckyard.decks.jobs.handler_support import load_deck, refused, workspace_of
-from deckyard.decks.jobs.names import DeckJobErrorCode
+from deckyard.decks.jobs.names import PDF_FORMAT, DeckEvent, DeckJobErrorCode
 from deckyard.decks.jobs.page_jobs import slide_spec_for
 from deckyard.decks.source.deck_source import DeckSource
 from deckyard.decks.source.limits import DeckLimits
@@ -32,7 +39,8 @@ from deckyard.decks.store import DeckRow
 from deckyard.decks.validation.deck_check import render_specs
 from deckyard.decks.validation.page_check import PageValidator
 from deckyard.jobs import JobContext, JobError
-from deckyard.outputs import DeckInput, Needs, OutputFormat, PageInput
+from deckyard.outputs import OUTPUTS, DeckInput, Needs, PageInput, Printed
+from deckyard.render.control.models import ScreenshotSpec
 
 _NOTES = re.compile(r"<aside\b[^>]*\bclass=\"dy-notes\"[^>]*>.*?</aside>", re.S)
 
@@ -47,26 +55,116 @@ def page_notes(document: str) -> str:
     return "\n".join(line for line in lines if line) or soup.get_text(" ", strip=True)
 
 
+def _compile_failed(exc: CompileError) -> JobError:
+    problems = "; ".join(p.describe() for p in exc.problems[:5])
+    return refused(DeckJobErrorCode.DECK_COMPILE_FAILED, problems)
+
+
 class DeckOutputs:
-    """Builds a registered output format from the deck's rendered pages."""
+    """The `deck.export` handler: renders what a format needs, builds it, stores it."""
 
     def __init__(
-        self, db: Database, store: ArtifactStore, validator: PageValidator, limits: DeckLimits
+        self,
+        db: Database,
+        settings: Settings,
+        store: ArtifactStore,
+        validator: PageValidator,
+        limits: DeckLimits,
     ) -> None:
         self.db = db
+        self.settings = settings
         self.store = store
         self.validator = validator
         self.limits = limits
 
-    async def export(self, ctx: JobContext, output: OutputFormat) -> dict[str, Any]:
-        """Render every page with its layout, build `output`, store it; see the module doc."""
+    async def export(self, ctx: JobContext) -> dict[str, Any]:
+        """Make the payload's `format` of the deck; see the module doc."""
+        fmt = str(ctx.payload.get("format") or PDF_FORMAT)
+        output = OUTPUTS.get(fmt)
+        if output is None:
+            raise refused(DeckJobErrorCode.UNKNOWN_FORMAT, f"no export format {fmt!r}")
         workspace = workspace_of(ctx)
         deck_id = int(ctx.payload["deck_id"])
         row, source = await load_deck(self.db, deck_id, workspace)
-        if output.needs is not Needs.PAGE_LAYOUTS:
-            raise refused(DeckJobErrorCode.UNKNOWN_FORMAT, f"cannot build {output.name} here")
+        if ctx.payload.get("steps"):
+            source = step_deck(source, self.limits)
+        manifest = source.manifest
+        facts = (manifest.title, manifest.author, manifest.lang, source.width, source.height)
+        if output.needs is Needs.PRINTED:
+            printed = await self._printed(ctx, source, workspace)
+            deck = DeckInput(
+                *facts,
+                len(source.pages),
+                printed=printed,
+                budget_bytes_per_slide=self.settings.deck_pdf_warn_bytes_per_slide,
+            )
+        else:
+            pages = await self._pages(ctx, row, source, stepped=bool(ctx.payload.get("steps")))
+            deck = DeckInput(*facts, len(pages), pages=pages)
+        made = await output.make(deck)
+        key = f"decks/{workspace}/{deck_id}/export-job-{ctx.id}.{output.name}"
+        await self.store.put(key, made.data)
+        for warning in made.warnings:
+            await ctx.emit(DeckEvent.OUTPUT_WARNING, {"format": output.name, "message": warning})
+        result = {
+            "deck_id": deck_id,
+            "deck_version": row.version,
+            "format": output.name,
+            "page_count": deck.slides,
+            "artifact_key": key,
+            "content_type": output.media_type,
+            "size": len(made.data),
+            "sha256": hashlib.sha256(made.data).hexdigest(),
+            "pages": made.pages,
+            "warnings": made.warnings,
+            **made.facts,
+        }
+        if output.needs is Needs.PRINTED:
+            result["tagged"] = bool(ctx.payload.get("tagged"))
+        return result
+
+    async def _printed(self, ctx: JobContext, source: DeckSource, workspace: str) -> Printed:
+        """The print document (a printed page per slide, at slide size) and Chromium's PDF."""
+        try:
+            document = compile_print_document(source, self.limits)
+        except CompileError as exc:
+            raise _compile_failed(exc) from None
+        spec = ScreenshotSpec.model_validate(
+            {
+                "html": document,
+                "width": source.width,
+                "height": source.height,
+                "format": "pdf",
+                "media": "print",
+                "pdf_tagged": bool(ctx.payload.get("tagged")),
+                "audit": False,  # each slide was audited as its page; the print adds nothing
+            }
+        )
+        outcome = await self.validator.gateway.run(
+            spec,
+            workspace_id=workspace,
+            parent_id=ctx.id,
+            timeout=self.settings.deck_job_timeout_seconds,
+        )
+        if outcome.error_code is not None:
+            raise refused(outcome.error_code, outcome.message or outcome.error_code)
+        if outcome.job is not None:
+            await ctx.emit(DeckEvent.RENDER_JOB, {"job_id": outcome.job.id})
+        pdf = await self.store.get(outcome.result["artifact_key"])
+        if pdf is None:
+            raise JobError(
+                DeckJobErrorCode.ARTIFACT_MISSING,
+                f"the render's PDF {outcome.result['artifact_key']} is gone from the store",
+                retryable=True,
+            )
+        return Printed(document, pdf)
+
+    async def _pages(
+        self, ctx: JobContext, row: DeckRow, source: DeckSource, *, stepped: bool
+    ) -> list[PageInput]:
+        """Every page rendered with its layout: its PNG, layout and speaker notes."""
         slide = row.manifest.get("slide") or {}
-        documents = self._documents(row, source, steps=bool(ctx.payload.get("steps")))
+        documents = self._documents(row, source, stepped=stepped)
         specs = [
             # the pages were audited when validated: the export's render only draws and measures
             slide_spec_for(html, slide, {}).model_copy(update={"layout": True, "audit": False})
@@ -87,30 +185,14 @@ class DeckOutputs:
                 )
             layout = (outcome.result.get("diagnostics") or {}).get("layout")
             pages.append(PageInput(name, png, layout, page_notes(html)))
-        manifest = source.manifest
-        deck = DeckInput(
-            manifest.title, manifest.author, manifest.lang, source.width, source.height, pages
-        )
-        made = await output.make(deck)
-        key = f"decks/{workspace}/{deck_id}/export-job-{ctx.id}.{output.name}"
-        await self.store.put(key, made.data)
-        return {
-            "deck_id": deck_id,
-            "deck_version": row.version,
-            "format": output.name,
-            "page_count": len(pages),
-            "artifact_key": key,
-            "content_type": output.media_type,
-            "size": len(made.data),
-            "sha256": hashlib.sha256(made.data).hexdigest(),
-            "pages": made.pages,
-            "warnings": made.warnings,
-        }
+        return pages
 
-    def _documents(self, row: DeckRow, source: DeckSource, *, steps: bool) -> list[tuple[str, str]]:
-        """(page name, compiled document) of every page: the stored versions, or with `steps`
-        the deck's pages expanded into a page per step and compiled here."""
-        if not steps:
+    def _documents(
+        self, row: DeckRow, source: DeckSource, *, stepped: bool
+    ) -> list[tuple[str, str]]:
+        """(page name, compiled document) of every page: the stored versions, or, for a
+        `stepped` source (a page per step), its pages compiled here."""
+        if not stepped:
             documents = []
             for version in row.pages:
                 if version.compiled is None:
@@ -121,8 +203,7 @@ class DeckOutputs:
                 documents.append((version.page_name, version.compiled))
             return documents
         try:
-            compiled = compile_deck(step_deck(source, self.limits), self.limits)
+            compiled = compile_deck(source, self.limits)
         except CompileError as exc:
-            problems = "; ".join(p.describe() for p in exc.problems[:5])
-            raise refused(DeckJobErrorCode.DECK_COMPILE_FAILED, problems) from None
+            raise _compile_failed(exc) from None
         return [(page.name, page.document) for page in compiled]

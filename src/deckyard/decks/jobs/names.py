@@ -49,7 +49,7 @@ class DeckEvent(StrEnum):
     SITE_LOADED = "site_loaded"
     SITE_LIVE = "site_live"
     UNCONDITIONAL_WRITE = "unconditional_write"
-    PDF_SIZE_WARNING = "pdf_size_warning"
+    OUTPUT_WARNING = "output_warning"
 
 
 class BrowserCheck(StrEnum):

@@ -11,7 +11,8 @@ else "Slide N") and the page it starts on. `navigable_pdf` then rewrites the PDF
 * the document information and XMP metadata: title, author, and the catalogue's `/Lang`.
 
 External links need nothing: Chromium prints them as `/URI` link annotations already. This
-runs in the deck job, never in the renderer, which stays a plain HTML-to-PDF printer.
+runs where the `pdf` format builds (the deck job's process), never in the renderer, which stays
+a plain HTML-to-PDF printer.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import pikepdf
 from bs4 import BeautifulSoup
 from bs4.element import Tag
 
-from deckyard.decks.compile.documents import SLIDE_ANCHOR_PREFIX
+from deckyard.outputs.interface import SLIDE_ANCHOR_PREFIX
 
 _HEADINGS = ["h1", "h2", "h3", "h4", "h5", "h6"]
 _SLIDE_LINK = re.compile(rf"^#?{re.escape(SLIDE_ANCHOR_PREFIX)}(\d+)$")

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from deckyard.config import Settings
 from deckyard.decks.compile.documents import compile_print_document
-from deckyard.decks.pdf_navigation import (
+from deckyard.outputs.pdf_navigation import (
     PdfFacts,
     navigable_pdf,
     size_warning,

@@ -11,15 +11,15 @@ from pydantic import ValidationError
 
 from deckyard.config import Settings
 from deckyard.decks.compile.documents import compile_print_document
+from deckyard.decks.source.deck_source import DeckManifest, DeckSource, PageKind, PageSource
+from deckyard.decks.source.limits import DeckLimits
+from deckyard.decks.source.markdown_file import load_markdown_bytes
 from deckyard.outputs.pdf_navigation import (
     PdfFacts,
     navigable_pdf,
     size_warning,
     slide_titles,
 )
-from deckyard.decks.source.deck_source import DeckManifest, DeckSource, PageKind, PageSource
-from deckyard.decks.source.limits import DeckLimits
-from deckyard.decks.source.markdown_file import load_markdown_bytes
 from deckyard.render.control.models import ScreenshotSpec
 
 MIB = 1024 * 1024

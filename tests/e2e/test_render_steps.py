@@ -80,10 +80,9 @@ def _slide_text(slide: Any) -> str:
 
 def test_a_marp_deck_exports_an_editable_pptx_slide_per_fragment_step(tmp_path: Path) -> None:
     deck = tmp_path / "slides.md"
-    # without page numbers (Marp draws them as generated content, which makes a picture), the
-    # slides inside Marp's SVG wrapper are text the PPTX can hold
-    text = (STEPS / "marp.md").read_text(encoding="utf-8")
-    deck.write_text(text.replace("paginate: true", "paginate: false"), encoding="utf-8")
+    # the slides inside Marp's SVG wrapper, and their page numbers (Marp's generated content),
+    # are text the PPTX can hold
+    shutil.copyfile(STEPS / "marp.md", deck)
     out = tmp_path / "out"
     env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
     args = ("render", str(deck), "--out", str(out), "--format", "pptx", "--steps")
@@ -102,3 +101,9 @@ def test_a_marp_deck_exports_an_editable_pptx_slide_per_fragment_step(tmp_path: 
         [True, True, True],
     ], agenda
     assert all("Agenda" in text for text in agenda)
+    # the page number counts slides: 2 on every step of the agenda
+    numbers = [
+        {shape.text_frame.text for shape in slide.shapes if shape.has_text_frame} & set("123")
+        for slide in slides
+    ]
+    assert numbers == [{"1"}, {"2"}, {"2"}, {"2"}, {"2"}, {"3"}], numbers

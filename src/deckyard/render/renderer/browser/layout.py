@@ -6,11 +6,12 @@ marker and level, tables cell by cell, images and code blocks with their boxes, 
 paint a background colour or a border, and `blockers`: what paints that the export cannot
 rebuild (SVG, canvas, math, a transform, a background image, a filter, ...), each named with
 its element. Marp's slide wrapper (`<svg data-marpit-svg>` around the section, in a
-`foreignObject`) is walked through when it draws at scale 1; the text kept for a blocked
-element is what a reader sees (`innerText`: nothing `visibility: hidden` hides). The renderer
-only describes; deciding and building happen in the caller's process (`deckyard.outputs`).
-The walk is bounded: at most `max_items` items and `max_chars` characters of text in all; past
-either, `truncated` is set and the rest is left out.
+`foreignObject`) is walked through when it draws at scale 1, and its page number
+(`section::after`) is a text box; the text kept for a blocked element is what a reader sees
+(`innerText`: nothing `visibility: hidden` hides). The renderer only describes; deciding and
+building happen in the caller's process (`deckyard.outputs`). The walk is bounded: at most
+`max_items` items and `max_chars` characters of text in all; past either, `truncated` is set
+and the rest is left out.
 """
 
 from __future__ import annotations
@@ -72,9 +73,36 @@ LAYOUT_SCRIPT = """([maxItems, maxChars]) => {
     for (const pseudo of ['::before', '::after']) {
       const ps = getComputedStyle(el, pseudo);
       if (ps.content !== 'none' && ps.content !== 'normal' && ps.display !== 'none') {
-        block('generated content (' + pseudo + ')', el);
+        const number = pageNumber(el, pseudo, ps);
+        if (number) items.push(number);
+        else block('generated content (' + pseudo + ')', el);
       }
     }
+  };
+  // Marp's page number: `section::after { content: attr(data-marpit-pagination) }`, placed
+  // absolutely in its section. Its text is the attribute and its box follows from the
+  // pseudo-element's own offsets and size; any other generated content stays a blocker.
+  const pageNumber = (el, pseudo, ps) => {
+    const text = el.getAttribute('data-marpit-pagination');
+    const content = ps.content.trim();
+    if (pseudo !== '::after' || !text || ps.position !== 'absolute' ||
+        getComputedStyle(el).position === 'static' ||
+        (content !== 'attr(data-marpit-pagination)' && content !== JSON.stringify(text))) {
+      return null;
+    }
+    const r = el.getBoundingClientRect();
+    const px = (v) => parseFloat(v) || 0;
+    const border = ps.boxSizing === 'border-box';
+    const w = px(ps.width) + (border ? 0 : px(ps.paddingLeft) + px(ps.paddingRight));
+    const h = px(ps.height) + (border ? 0 : px(ps.paddingTop) + px(ps.paddingBottom));
+    const left = ps.left !== 'auto' ? r.left + px(ps.left) : r.right - px(ps.right) - w;
+    const top = ps.top !== 'auto' ? r.top + px(ps.top) : r.bottom - px(ps.bottom) - h;
+    const fam = family(ps);
+    return { kind: 'text', tag: 'span', box: box({ left, top, width: w, height: h }), level: 0,
+      marker: null, runs: [{ text: take(text), size: px(ps.fontSize),
+        bold: parseInt(ps.fontWeight, 10) >= 600, italic: ps.fontStyle !== 'normal',
+        underline: false, strike: false, color: ps.color, font: fam, mono: false, link: null }],
+      ...paragraph(ps) };
   };
   const family = (cs) => cs.fontFamily.split(',').map((f) => f.trim().replace(/^["']|["']$/g, ''));
   const runStyle = (el) => {

@@ -38,7 +38,8 @@ def _idle_baseline(db_url: str, tmp_path: Path, **env: str) -> dict[str, Any]:
 def test_idle_baseline_has_zero_writes(db_url: str, tmp_path: Path) -> None:
     idle = _idle_baseline(db_url, tmp_path)
     assert idle["window"] == "idle"
-    assert idle["totals"]["writes"] == 0
+    # the whole window in the message: which statement wrote, from which loop
+    assert idle["totals"]["writes"] == 0, json.dumps(idle)[:4000]
     assert idle["totals"]["write_tx_per_s"] == 0
     assert idle["locked_errors"] == 0
     names = {row["loop"] for row in idle["loops"]}
@@ -56,7 +57,7 @@ def test_idle_baseline_with_ai_configured_has_zero_writes(db_url: str, tmp_path:
         DECKYARD_AI_BASE_URL="http://127.0.0.1:9/v1",
         DECKYARD_AI_CATALOG_CRON="0 0 1 1 *",
     )
-    assert idle["totals"]["writes"] == 0
+    assert idle["totals"]["writes"] == 0, json.dumps(idle)[:4000]
     assert idle["totals"]["write_tx_per_s"] == 0
     names = {row["loop"] for row in idle["loops"]}
     assert "periodic" in names, names

@@ -65,6 +65,22 @@ class SharedWaiters(Generic[T]):
         finally:
             self._discard(key, future)
 
+    async def close(self) -> None:
+        """Let the reader end before its owner stops (and the database with it).
+
+        A reader still in a read when the last waiter left ends after that read: it is waited
+        for, so its pooled connection is checked back in (a task left behind held it past the
+        event loop's end, where the garbage collector found it checked out). A reader that
+        still has waiters is cancelled: nothing will end their rows any more.
+        """
+        task, self._task = self._task, None
+        if task is None or task.done():
+            return
+        if self._futures:
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
     def _discard(self, key: int, future: asyncio.Future[T | None]) -> None:
         waiting = self._futures.get(key)
         if waiting is not None:

@@ -244,12 +244,14 @@ class Runtime:
         log.info("job runtime started with loops: %s", ", ".join(lp.name for lp in self.loops))
 
     async def stop(self, grace: float | None = None) -> None:
-        """Stop workers gracefully (see `Worker.stop`), then every loop; close the database."""
+        """Stop workers gracefully (see `Worker.stop`), then every loop and the waiters'
+        reader; close the database."""
         if self.started:
             wait = self.settings.job_stop_grace_seconds if grace is None else grace
             await asyncio.gather(*(w.stop(wait) for w in self.workers))
             await self.maintenance.stop()
             self.started = False
+        await self.waiters.close()
         if self._owns_db:
             await self.db.dispose()
         else:

@@ -117,13 +117,14 @@ class RenderService:
 
     async def stop(self) -> None:
         """Finish the deletes `forget_later` began, stop the coordinator, then the supervised
-        renderers and their process groups."""
+        renderers and their process groups, then the request waiters' reader."""
         if not self.started:
             return
         await asyncio.gather(*self._forgetting, return_exceptions=True)
         await self.coordinator.stop()
         if self.supervisor is not None:
             await self.supervisor.stop()
+        await self.handler.waiters.close()
         self.started = False
 
     @property

@@ -150,14 +150,8 @@ class DeckOutputs:
             raise refused(outcome.error_code, outcome.message or outcome.error_code)
         if outcome.job is not None:
             await ctx.emit(DeckEvent.RENDER_JOB, {"job_id": outcome.job.id})
-        pdf = await self.store.get(outcome.result["artifact_key"])
-        if pdf is None:
-            raise JobError(
-                DeckJobErrorCode.ARTIFACT_MISSING,
-                f"the render's PDF {outcome.result['artifact_key']} is gone from the store",
-                retryable=True,
-            )
-        return Printed(document, pdf)
+        key = outcome.result["artifact_key"]
+        return Printed(document, await self._rendered(key, f"the render's PDF {key}"))
 
     async def _pages(
         self, ctx: JobContext, row: DeckRow, source: DeckSource, *, stepped: bool
@@ -176,16 +170,19 @@ class DeckOutputs:
             if outcome.error_code is not None or not outcome.result:
                 code = outcome.error_code or "RENDER_RESULT_LOST"
                 raise refused(code, f"{name}: {outcome.message or code}")
-            png = await self.store.get(outcome.result["artifact_key"])
-            if png is None:
-                raise JobError(
-                    DeckJobErrorCode.ARTIFACT_MISSING,
-                    f"{name}: the render's PNG is gone from the store",
-                    retryable=True,
-                )
+            png = await self._rendered(outcome.result["artifact_key"], f"{name}: the render's PNG")
             layout = (outcome.result.get("diagnostics") or {}).get("layout")
             pages.append(PageInput(name, png, layout, page_notes(html)))
         return pages
+
+    async def _rendered(self, key: str, what: str) -> bytes:
+        """The stored output of a render; a retryable failure when it is gone (swept)."""
+        data = await self.store.get(key)
+        if data is None:
+            raise JobError(
+                DeckJobErrorCode.ARTIFACT_MISSING, f"{what} is gone from the store", retryable=True
+            )
+        return data
 
     def _documents(
         self, row: DeckRow, source: DeckSource, *, stepped: bool

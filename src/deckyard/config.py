@@ -389,7 +389,6 @@ class Settings(BaseSettings):
     render_renderer_start_timeout_seconds: float = Field(60.0, gt=0)
     render_renderer_stop_grace_seconds: float = Field(10.0, gt=0)
     render_reap_interval_seconds: float = Field(1.0, gt=0)
-    render_job_max_attempts: int = Field(5, ge=1, le=100)
     render_deck_page_seconds: float = Field(
         2.0,
         gt=0,

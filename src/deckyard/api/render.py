@@ -1,4 +1,4 @@
-"""Render routes: ad-hoc screenshots as jobs, job artefacts, and the renderers."""
+"""Render routes: job artefacts and the renderers (render requests are `renders.py`'s)."""
 
 from __future__ import annotations
 
@@ -6,17 +6,16 @@ from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Request, Response
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, Depends, Request, Response
 from prometheus_client.core import CounterMetricFamily, Metric
 from pydantic import BaseModel, Field
 
 from deckyard.api.auth import Principal, TokenRole, current_principal
 from deckyard.api.errors import ApiError
-from deckyard.api.jobs import JobOut, owned_job
+from deckyard.api.jobs import owned_job
 from deckyard.api.params import RowId
 from deckyard.render.control.models import RendererState
-from deckyard.render.control.service import RenderQueueFull, RenderService, ScreenshotSpec
+from deckyard.render.control.service import RenderQueueFull, RenderService
 
 router = APIRouter(tags=["render"])
 Caller = Annotated[Principal, Depends(current_principal)]
@@ -53,36 +52,6 @@ def queue_full(exc: RenderQueueFull) -> ApiError:
         "RENDER_QUEUE_FULL",
         str(exc),
         headers={"Retry-After": str(max(1, round(exc.retry_after)))},
-    )
-
-
-@router.post(
-    "/v1/screenshots",
-    status_code=202,
-    response_model=JobOut,
-    responses={
-        429: {
-            "description": "`RENDER_QUEUE_FULL`: the render queue is at its limit; retry "
-            "after `Retry-After`."
-        }
-    },
-)
-async def create_screenshot(
-    request: Request,
-    principal: Caller,
-    spec: ScreenshotSpec,
-    dedupe: Annotated[bool, Query(description="Join an active job for the same input.")] = True,
-) -> JSONResponse:
-    """Screenshot ad-hoc HTML or a URL as a durable job; poll it or follow its events."""
-    service = render_service(request)
-    try:
-        job = await service.screenshot(spec, workspace_id=principal.workspace_id, dedupe=dedupe)
-    except RenderQueueFull as exc:
-        raise queue_full(exc) from None
-    return JSONResponse(
-        JobOut.of(job).model_dump(mode="json"),
-        status_code=202,
-        headers={"Location": f"/v1/jobs/{job.id}"},
     )
 
 

@@ -55,7 +55,7 @@ from deckyard.jobs import Job, Runtime
 from deckyard.render.control.service import RenderService
 from deckyard.tasks import TaskExecutor
 
-EVENT_EXTRAS = ("page", "render_job_id", "render_ms")
+EVENT_EXTRAS = ("page", "render_id", "render_ms")
 """Keys of a `validation` event besides the validation result itself."""
 
 ONE_ATTEMPT = (DeckJobKind.PAGE_EDIT, DeckJobKind.DECK_STYLE)

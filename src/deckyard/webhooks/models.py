@@ -37,7 +37,7 @@ SUBSCRIBABLE: tuple[WebhookEventType, ...] = (
 JOB_EVENTS = frozenset({WebhookEventType.JOB_FINISHED, WebhookEventType.RENDER_FINISHED})
 """The events the job relay derives from finished jobs (`relay.py`)."""
 
-RENDER_JOB_KINDS = frozenset({"screenshot", "page.screenshot", "deck.screenshots", "deck.export"})
+RENDER_JOB_KINDS = frozenset({"page.screenshot", "deck.screenshots", "deck.export"})
 """Job kinds whose end is also a `render.finished`: ad-hoc and page screenshots, a deck's
 screenshots and its PDF (`render.control.models.SCREENSHOT_KIND` and `decks.jobs.names`; named
 here because this package sits below both, and a test keeps the names in step)."""

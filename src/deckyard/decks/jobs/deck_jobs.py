@@ -154,7 +154,7 @@ class DeckJobs:
         return {
             "failed_requests": 0,
             "files_served": len(files),
-            "render_job": outcome.job.id if outcome.job else None,
+            "render_id": outcome.request_id,
         }
 
     async def export(self, ctx: JobContext) -> dict[str, Any]:

@@ -148,8 +148,7 @@ class DeckOutputs:
         )
         if outcome.error_code is not None:
             raise refused(outcome.error_code, outcome.message or outcome.error_code)
-        if outcome.job is not None:
-            await ctx.emit(DeckEvent.RENDER_JOB, {"job_id": outcome.job.id})
+        await ctx.emit(DeckEvent.RENDER, {"render_id": outcome.request_id})
         key = outcome.result["artifact_key"]
         return Printed(document, await self._rendered(key, f"the render's PDF {key}"))
 

@@ -120,7 +120,7 @@ class DeckPageJobs:
                 message = f"{version.page_name}: {outcome.message or code}"
                 raise refused(code, message)
             fresh[version.id] = screenshot_pointer(
-                spec, outcome.result, job_id=ctx.id, render_job_id=None
+                spec, outcome.result, job_id=ctx.id, render_id=None
             )
 
         async def point(conn: AsyncConnection) -> None:

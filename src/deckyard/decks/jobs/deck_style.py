@@ -98,7 +98,7 @@ class DeckStyleJob:
             data[check.name] = check.result.model_dump(mode="json")
             await ctx.emit(
                 DeckEvent.VALIDATION,
-                {"page": check.name, "render_job_id": check.render_job_id, **data[check.name]},
+                {"page": check.name, "render_id": check.render_id, **data[check.name]},
             )
         failed = [
             c

@@ -43,7 +43,7 @@ class DeckEvent(StrEnum):
 
     VALIDATION = "validation"
     SKIPPED_VISUAL_VERIFICATION = "skipped_visual_verification"
-    RENDER_JOB = "render_job"
+    RENDER = "render"
     SCREENSHOT_REUSED = "screenshot_reused"
     SITE_VERIFIED = "site_verified"
     SITE_LOADED = "site_loaded"

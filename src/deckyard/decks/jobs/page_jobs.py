@@ -87,7 +87,7 @@ class PageJobs:
     async def _report(self, ctx: JobContext, check: PageCheck) -> dict[str, Any]:
         data = check.result.model_dump(mode="json")
         await ctx.emit(
-            DeckEvent.VALIDATION, {"page": check.name, "render_job_id": check.render_job_id, **data}
+            DeckEvent.VALIDATION, {"page": check.name, "render_id": check.render_id, **data}
         )
         return data
 
@@ -300,7 +300,7 @@ class PageJobs:
             spec,
             outcome.result,
             job_id=ctx.id,
-            render_job_id=outcome.job.id if outcome.job else None,
+            render_id=outcome.request_id,
         )
 
         async def point(conn: AsyncConnection) -> None:

@@ -22,12 +22,12 @@ def screenshot_pointer(
     result: dict[str, Any],
     *,
     job_id: int,
-    render_job_id: int | None,
+    render_id: int | None,
 ) -> dict[str, Any]:
-    """The pointer for a committed render `result` (a screenshot job's result) of `spec`."""
+    """The pointer for a committed render `result` (a render request's result) of `spec`."""
     return {
         "job_id": job_id,
-        "render_job_id": render_job_id,
+        "render_id": render_id,
         "artifact_key": result["artifact_key"],
         "content_type": result["content_type"],
         "size": result["size"],
@@ -87,6 +87,4 @@ def render_pointer(check: PageCheck, *, job_id: int) -> dict[str, Any] | None:
     """
     if check.render is None or check.spec is None or check.compiled is None:
         return None
-    return screenshot_pointer(
-        check.spec, check.render, job_id=job_id, render_job_id=check.render_job_id
-    )
+    return screenshot_pointer(check.spec, check.render, job_id=job_id, render_id=check.render_id)

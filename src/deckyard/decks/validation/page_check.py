@@ -50,7 +50,7 @@ class PageCheck:
     name: str
     result: ValidationResult
     compiled: CompiledPage | None
-    render_job_id: int | None = None
+    render_id: int | None = None
     spec: ScreenshotSpec | None = None
     render: dict[str, Any] | None = None
 
@@ -107,7 +107,7 @@ class PageValidator:
             name,
             result,
             compiled,
-            outcome.job.id if outcome.job is not None else None,
+            outcome.request_id,
             spec=spec,
             render=outcome.result if outcome.error_code is None and outcome.result else None,
         )

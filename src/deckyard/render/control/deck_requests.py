@@ -3,8 +3,8 @@
 The job opens the request itself (no child screenshot job per page): one admission, one lease
 and one receipt stream for the whole deck, its pages rendered in parallel on the slots the
 attempt holds and committed one by one (`store_pages`). A lost attempt's successor renders only
-the pages still pending. Cancellation reaches the request the way it reaches a screenshot's (see
-`screenshots`): the job is the request's parent, so the cancel hook, the locked cancel-flag
+the pages still pending. Cancellation reaches the request the way it reaches any job's request (see
+`requests`): the job is the request's parent, so the cancel hook, the locked cancel-flag
 read at opening and the observer all apply.
 """
 
@@ -18,9 +18,10 @@ from datetime import timedelta
 from typing import Any
 
 from deckyard import tracing
+from deckyard.artifacts import ArtifactStore
 from deckyard.clock import Clock
 from deckyard.config import Settings
-from deckyard.db import Database
+from deckyard.db import Database, SharedWaiters
 from deckyard.jobs import JobContext, JobError, JobErrorCode, Runtime
 from deckyard.render.control.inputs import documents_by_reference
 from deckyard.render.control.models import (
@@ -32,17 +33,13 @@ from deckyard.render.control.models import (
     RequestStatus,
     ScreenshotSpec,
 )
-from deckyard.render.control.screenshots import (
-    ScreenshotHandler,
-    request_to_resume,
-    wait_for_terminal,
-)
+from deckyard.render.control.requests import JobCancels, request_to_resume, wait_for_terminal
 from deckyard.render.control.store import (
     NewRequest,
     request_cancel_for_jobs,
     request_get,
     request_insert,
-    requests_direct_active_count,
+    requests_active_count,
 )
 from deckyard.render.control.store_pages import pages_insert, pages_of_request, pages_queued
 from deckyard.render.protocol import RenderErrorCode
@@ -54,7 +51,7 @@ log = logging.getLogger(__name__)
 class PageRender:
     """How one page of a deck render ended: its committed result, or an error code.
 
-    `result` has the shape of a screenshot job's result (`artifact_key`, `content_type`,
+    `result` has the shape of a one-page request's result (`artifact_key`, `content_type`,
     `size`, `sha256`, `diagnostics`) when the page rendered; a page that failed for its content
     has the renderer's code; a page never committed has its request's code (say, the renderer
     was unavailable until the deadline), so it can never read as rendered.
@@ -78,8 +75,8 @@ def deck_queue_check(
     """Refuse a new deck render whose pages would pass a queue limit (`RENDER_QUEUE_FULL`).
 
     `total` and `mine` count what is queued already, everyone's and this workspace's: active
-    screenshot jobs and the pages deck requests still have to render, one each, so a deck
-    counts like as many screenshots. A deck larger than a limit never fits and is not retried;
+    one-page render requests and the pages deck requests still have to render, one each, so a deck
+    counts like as many one-page requests. A deck larger than a limit never fits and is not retried;
     otherwise the job is retried after `render_retry_after_seconds`.
     """
     for queued, limit, whose in (
@@ -106,13 +103,17 @@ class DeckRenders:
         runtime: Runtime,
         settings: Settings,
         clock: Clock,
-        screenshots: ScreenshotHandler,
+        store: ArtifactStore,
+        waiters: SharedWaiters[RenderRequest],
+        cancels: JobCancels,
     ) -> None:
         self.db = db
         self.runtime = runtime
         self.settings = settings
         self.clock = clock
-        self.screenshots = screenshots
+        self.store = store
+        self.waiters = waiters
+        self.cancels = cancels
 
     async def open(self, ctx: JobContext, specs: list[ScreenshotSpec]) -> RenderRequest:
         """Create the job's deck request, or take over the one a previous try of it opened.
@@ -129,8 +130,7 @@ class DeckRenders:
         if ctx.deadline_at is not None:
             deadline = min(deadline, ctx.deadline_at)
         render_input: dict[str, Any] = {"pages": [spec.render_input() for spec in specs]}
-        if self.screenshots.store is not None:
-            render_input = await documents_by_reference(self.screenshots.store, render_input)
+        render_input = await documents_by_reference(self.store, render_input)
         new = NewRequest(
             kind=DECK_KIND,
             workspace_id=workspace,
@@ -145,12 +145,9 @@ class DeckRenders:
             if earlier is not None:
                 # A retried job resumes its deck render: committed pages are not rendered again.
                 return earlier
-            total, mine = await self.runtime.active_count(SCREENSHOT_KIND, workspace, conn=conn)
-            direct, my_direct = await requests_direct_active_count(conn, SCREENSHOT_KIND, workspace)
+            total, mine = await requests_active_count(conn, SCREENSHOT_KIND, workspace)
             pages, my_pages = await pages_queued(conn, workspace)
-            deck_queue_check(
-                s, workspace, total + direct + pages, mine + my_direct + my_pages, len(specs)
-            )
+            deck_queue_check(s, workspace, total + pages, mine + my_pages, len(specs))
             request, _created = await request_insert(self.db, conn, new, now)
             await pages_insert(conn, request.id, len(specs))
         return request
@@ -174,11 +171,9 @@ class DeckRenders:
         timed_out = False
         try:
             async with ctx.slot_released():
-                done = await wait_for_terminal(
-                    self.screenshots.waiters, request.id, max(0.1, timeout)
-                )
+                done = await wait_for_terminal(self.waiters, request.id, max(0.1, timeout))
         except asyncio.CancelledError:
-            await asyncio.shield(self._observe_quietly(ctx.id))
+            await asyncio.shield(self.cancels.observe_quietly(ctx.id))
             raise
         except TimeoutError:
             async with self.db.write_transaction() as conn:
@@ -186,7 +181,7 @@ class DeckRenders:
             done, timed_out = await self._current(request.id), True
         tracing.note_request(done)
         if done.status is RequestStatus.CANCELLED and not timed_out:
-            await self._observe_quietly(ctx.id)
+            await self.cancels.observe_quietly(ctx.id)
             raise JobError(
                 JobErrorCode.CANCELLED.value, "the render was cancelled", retryable=False
             )
@@ -219,11 +214,3 @@ class DeckRenders:
             request = await request_get(conn, request_id)
         assert request is not None
         return request
-
-    async def _observe_quietly(self, job_id: int) -> None:
-        try:
-            await self.screenshots.observe_cancel(job_id)
-        except Exception:
-            log.exception(
-                "job %d: cancel observer failed; the request's deadline bounds it", job_id
-            )

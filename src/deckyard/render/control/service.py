@@ -14,49 +14,82 @@ from deckyard.artifacts import ArtifactStore
 from deckyard.clock import SYSTEM_CLOCK, Clock
 from deckyard.config import Settings
 from deckyard.db import Database
-from deckyard.jobs import Job, Runtime
+from deckyard.jobs import Runtime
 from deckyard.loop import Loop
 from deckyard.render.control.client import RendererSources, configured_sources
 from deckyard.render.control.coordinator import Coordinator, RenderQueueFull, queue_check
 from deckyard.render.control.deck_requests import DeckRenders
-from deckyard.render.control.inputs import document_keys
+from deckyard.render.control.inputs import document_keys, document_object_key
 from deckyard.render.control.models import (
-    SCREENSHOT_KIND,
     RenderAttempt,
     RenderPage,
     RenderRequest,
+    RequestStatus,
     ScreenshotSpec,
 )
-from deckyard.render.control.screenshots import (
-    RENDER_QUEUE,
-    ScreenshotHandler,
+from deckyard.render.control.requests import (
+    JobCancels,
+    NoRendererUp,
+    Opening,
+    RequestNotFound,
     documents_forget,
-    open_direct,
+    open_request,
     request_forget,
-    screenshot_payload,
+    request_waiters,
     wait_for_terminal,
 )
 from deckyard.render.control.store import (
     attempts_of_request,
     occupancy_snapshot,
     renderer_list,
+    request_active_by_dedupe,
     request_cancel,
     request_get,
     request_latest_of_job,
+    request_retry,
+    requests_active_count,
 )
 from deckyard.render.control.store_pages import pages_of_request, pages_queued
 from deckyard.render.control.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
 
-__all__ = ["RenderQueueFull", "RenderService", "ScreenshotSpec"]
+
+class RenderNotRetryable(Exception):
+    """The request is active or succeeded, or a job owns it (retry the job)."""
+
+
+class RenderDedupeConflict(Exception):
+    """Another active request holds the retried request's dedupe key."""
+
+    def __init__(self, message: str, holder: int) -> None:
+        super().__init__(message)
+        self.holder = holder
+
+
+class RenderInputGone(Exception):
+    """The retried request's page is no longer stored (swept after the request ended)."""
+
+
+__all__ = [
+    "NoRendererUp",
+    "RenderDedupeConflict",
+    "RenderInputGone",
+    "RenderNotRetryable",
+    "RenderQueueFull",
+    "RenderService",
+    "RequestNotFound",
+    "ScreenshotSpec",
+]
 
 
 class RenderService:
-    """Screenshots as durable jobs over a pool of renderers: the control plane's one entry point.
+    """Render requests over a pool of renderers: the control plane's one entry point.
 
-    Construction registers the `screenshot` job handler (queue `render`) and the cancel hook on
-    `runtime`; `start()` (after `runtime.start()`) starts the supervisor, when there is one, and
+    A render request is the one unit of render work (`requests.py`): a screenshot is a
+    one-page request (`submit`), a deck job's render a request of N pages (`decks`).
+    Construction registers the cancel hook on `runtime` (cancelling a job cancels the requests
+    it opened); `start()` (after `runtime.start()`) starts the supervisor, when there is one, and
     the coordinator's loops. With `supervise=None`, `settings.renderers` local renderers are
     spawned when `settings.renderer_urls` is empty; otherwise the configured renderers are used
     with `settings.renderer_secret`.
@@ -92,14 +125,13 @@ class RenderService:
                 count=settings.renderers,
                 on_change=self.coordinator.probe_loop.poke,
             )
-        self.handler = ScreenshotHandler(db, runtime, settings, clock, self.store)
-        self.decks = DeckRenders(db, runtime, settings, clock, self.handler)
-        runtime.handler(
-            SCREENSHOT_KIND,
-            queue=RENDER_QUEUE,
-            max_attempts=settings.render_job_max_attempts,
-        )(self.handler)
-        runtime.on_cancel(self.handler.cancel_hook)
+        self.waiters = request_waiters(db, settings.render_idle_poll_ceiling_seconds)
+        """Every wait for a request of this node, one-page or deck, shares it."""
+        self.cancels = JobCancels(db, runtime, clock)
+        self.decks = DeckRenders(
+            db, runtime, settings, clock, self.store, self.waiters, self.cancels
+        )
+        runtime.on_cancel(self.cancels.cancel_hook)
         self.started = False
         self._forgetting: set[asyncio.Task[None]] = set()
 
@@ -124,7 +156,7 @@ class RenderService:
         await self.coordinator.stop()
         if self.supervisor is not None:
             await self.supervisor.stop()
-        await self.handler.waiters.close()
+        await self.waiters.close()
         self.started = False
 
     @property
@@ -133,83 +165,117 @@ class RenderService:
         supervised = self.supervisor.loops if self.supervisor is not None else []
         return self.coordinator.loops + supervised
 
-    async def screenshot(
+    async def submit(
         self,
         spec: ScreenshotSpec,
         *,
         workspace_id: str,
         dedupe: bool = True,
-        parent_id: int | None = None,
-    ) -> Job:
-        """Enqueue a screenshot job, or return the active one for the same target and config.
+        parent_job_id: int | None = None,
+        timeout: float | None = None,
+        capture: bool = True,
+        needs_renderer: bool = False,
+    ) -> RenderRequest:
+        """Open a one-page render request for `spec`, or join the active one of the workspace
+        for the same input (`dedupe`).
 
-        Raises `RenderQueueFull` (code `RENDER_QUEUE_FULL`) when the global or the workspace's
-        queue limit is reached; the check and the enqueue share one transaction under the
-        admission lock, so concurrent submissions cannot overshoot the limit.
-
-        The page is stored by its content key first and the payload names it
-        (`screenshot_payload`); a refused submission deletes it again, unless something else
-        names it, so a stream of refused screenshots leaves nothing in the store.
-        """
-        payload, digest = await screenshot_payload(self.store, spec, dedupe=dedupe)
-
-        async def admit(conn: AsyncConnection) -> Job:
-            await self.db.acquire_admission_lock(conn)
-            total, mine = await self.runtime.active_count(SCREENSHOT_KIND, workspace_id, conn=conn)
-            pages, my_pages = await pages_queued(conn, workspace_id)
-            queue_check(self.settings, workspace_id, total + pages, mine + my_pages)
-            return await self.runtime.enqueue(
-                SCREENSHOT_KIND,
-                payload,
-                queue=RENDER_QUEUE,
-                dedupe_key=f"screenshot:{workspace_id}:{digest}" if dedupe else None,
-                workspace_id=workspace_id,
-                parent_id=parent_id,
-                conn=conn,
-            )
-
-        try:
-            return await self.db.write(admit)
-        except Exception:
-            try:
-                await documents_forget(self.db, self.store, document_keys(payload["render"]))
-            except Exception:
-                log.warning(
-                    "a refused screenshot's page is left to the artefact sweep", exc_info=True
-                )
-            raise
-
-    async def screenshot_direct(
-        self, spec: ScreenshotSpec, *, workspace_id: str, timeout: float, capture: bool = True
-    ) -> RenderRequest | None:
-        """Open a render request for `spec` without a job, or None when no renderer is up.
-
-        For a render the caller waits for and then forgets (`POST /v1/validate`): no job to
-        claim, finish and wake. Its deadline is `timeout` from now (at most the usual request
-        deadline). Without `capture` no picture is taken (the result is the diagnostics).
-        Raises `RenderQueueFull` like `screenshot`.
+        Its deadline is `timeout` from now, at most `render_request_deadline_seconds`. With a
+        `parent_job_id`, cancelling that job cancels the request, and a retry of the job takes
+        back its earlier request for the same input. Without `capture` no picture is taken
+        (the result is the diagnostics). Raises `RenderQueueFull` (code `RENDER_QUEUE_FULL`)
+        when a queue limit is reached, and `NoRendererUp` when `needs_renderer` and no renderer
+        is up; the checks and the insert share one transaction under the admission lock, so
+        concurrent submissions cannot overshoot. A refused submission deletes the page it
+        stored again, unless something else names it, so a stream of refusals leaves nothing
+        in the store.
         """
         now = self.clock.now()
-        seconds = min(timeout, self.settings.render_request_deadline_seconds)
-        return await open_direct(
-            self.db,
-            self.runtime,
-            self.settings,
-            self.store,
-            spec,
+        seconds = self.settings.render_request_deadline_seconds
+        if timeout is not None:
+            seconds = min(timeout, seconds)
+        opening = Opening(
             workspace_id=workspace_id,
             deadline_at=now + timedelta(seconds=seconds),
-            now=now,
+            dedupe=dedupe,
+            parent_job_id=parent_job_id,
             capture=capture,
+            needs_renderer=needs_renderer,
         )
+        try:
+            request, _created = await open_request(
+                self.db, self.runtime, self.settings, self.store, spec, opening, now
+            )
+        except Exception:
+            try:
+                await documents_forget(
+                    self.db, self.store, document_keys(spec.render_input(capture=capture))
+                )
+            except Exception:
+                log.warning("a refused render's page is left to the artefact sweep", exc_info=True)
+            raise
+        return request
+
+    async def retry(self, request_id: int) -> RenderRequest:
+        """Run a failed or cancelled one-page request again, under its id: a fresh attempt
+        budget and deadline. Raises `RequestNotFound`, `RenderNotRetryable` (active, succeeded,
+        or opened by a job, whose retry is the job's), `RenderInputGone`,
+        `RenderDedupeConflict` and `RenderQueueFull`."""
+        async with self.db.read_connection() as conn:
+            before = await request_get(conn, request_id)
+        if before is None:
+            raise RequestNotFound(request_id)
+        self._check_retryable(before)
+        for key in document_keys(before.input or {}):
+            if not await self.store.exists(document_object_key(key)):
+                raise RenderInputGone(
+                    f"render {request_id}'s page is no longer stored (the artefact sweep "
+                    "deletes it once the render has ended); submit it again"
+                )
+        now = self.clock.now()
+        deadline = now + timedelta(seconds=self.settings.render_request_deadline_seconds)
+
+        async def run(conn: AsyncConnection) -> RenderRequest:
+            await self.db.acquire_admission_lock(conn)
+            current = await request_get(conn, request_id)
+            if current is None:
+                raise RequestNotFound(request_id)
+            self._check_retryable(current)
+            if current.dedupe_key is not None:
+                holder = await request_active_by_dedupe(conn, current.dedupe_key)
+                if holder is not None:
+                    raise RenderDedupeConflict(
+                        f"render {holder.id} is active for the same input; follow it instead",
+                        holder.id,
+                    )
+            total, mine = await requests_active_count(conn, current.kind, current.workspace_id)
+            pages, my_pages = await pages_queued(conn, current.workspace_id)
+            queue_check(self.settings, current.workspace_id, total + pages, mine + my_pages)
+            await request_retry(self.db, conn, request_id, deadline, now)
+            after = await request_get(conn, request_id)
+            assert after is not None
+            return after
+
+        return await self.db.write(run)
+
+    @staticmethod
+    def _check_retryable(request: RenderRequest) -> None:
+        if request.parent_job_id is not None or request.is_deck:
+            raise RenderNotRetryable(
+                f"render {request.id} belongs to job {request.parent_job_id}; retry the job"
+            )
+        if request.status not in (RequestStatus.FAILED, RequestStatus.CANCELLED):
+            raise RenderNotRetryable(
+                f"render {request.id} is {request.status.value}; only a failed or cancelled "
+                "render can be retried"
+            )
 
     async def cancel_request(self, request_id: int) -> None:
-        """Cancel a request opened by `screenshot_direct` (pending: now; running: asked)."""
+        """Cancel a request (pending: now; running: asked); nothing once it has ended."""
         async with self.db.write_transaction() as conn:
             await request_cancel(self.db, conn, request_id, self.clock.now())
 
     async def forget_request(self, request: RenderRequest, documents: Sequence[str] = ()) -> None:
-        """Delete a finished request opened by `screenshot_direct`: artefact, attempts, row,
+        """Delete a finished request nobody keeps (a validation's): artefact, attempts, row,
         and those of its `documents` (content keys, `inputs.py`) no other request names.
 
         A validation's page is an input nobody keeps: left to the artefact sweep, every
@@ -261,8 +327,15 @@ class RenderService:
         async with self.db.read_connection() as conn:
             return await attempts_of_request(conn, request_id)
 
+    async def artifact(self, request: RenderRequest) -> bytes | None:
+        """The committed artefact of a one-page request; None without one (or once pruned)."""
+        if request.artifact_key is None:
+            return None
+        return await self.store.get(request.artifact_key)
+
     async def artifact_for_job(self, job_id: int) -> tuple[bytes, str] | None:
-        """The bytes and content type of a job's committed result, or None without one."""
+        """The bytes and content type of a job's stored output (a `deck.export`'s), or None
+        without one."""
         job = await self.runtime.get(job_id)
         if job is None or not isinstance(job.result, dict):
             return None
@@ -300,4 +373,4 @@ class RenderService:
         self, request_id: int, timeout: float | None = None
     ) -> RenderRequest:
         """Wait until the render request is terminal; woken by its state change, never writes."""
-        return await wait_for_terminal(self.handler.waiters, request_id, timeout)
+        return await wait_for_terminal(self.waiters, request_id, timeout)

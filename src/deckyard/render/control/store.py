@@ -188,7 +188,7 @@ async def requests_ended(
     conn: AsyncConnection, request_ids: Sequence[int]
 ) -> tuple[dict[int, RenderRequest], set[int]]:
     """Of `request_ids`, the terminal requests without their `input` (by id), and the ids no
-    request has: one read for every waiter of a node (`ScreenshotHandler.waiters`)."""
+    request has: one read for every waiter of a node (`requests.request_waiters`)."""
     rows = await conn.execute(select(*STATE_COLUMNS).where(R.c.id.in_(request_ids)))
     ended: dict[int, RenderRequest] = {}
     found: set[int] = set()
@@ -202,17 +202,27 @@ async def requests_ended(
     return ended, set(request_ids) - found
 
 
-async def requests_direct_active_count(
+async def requests_active_count(
     conn: AsyncConnection, kind: str, workspace_id: str
 ) -> tuple[int, int]:
-    """Active requests of `kind` opened without a job: (everyone's, this workspace's)."""
+    """Active requests of `kind`: (everyone's, this workspace's)."""
     rows = await conn.execute(
         select(R.c.workspace_id, func.count())
-        .where(R.c.kind == kind, R.c.parent_job_id.is_(None), R.c.status.in_(ACTIVE))
+        .where(R.c.kind == kind, R.c.status.in_(ACTIVE))
         .group_by(R.c.workspace_id)
     )
     counts = {str(r[0]): int(r[1]) for r in rows}
     return sum(counts.values()), counts.get(workspace_id, 0)
+
+
+async def request_active_by_dedupe(conn: AsyncConnection, dedupe_key: str) -> RenderRequest | None:
+    """The active request with `dedupe_key`, if any."""
+    row = (
+        await conn.execute(
+            select(*REQUEST_COLUMNS).where(R.c.dedupe_key == dedupe_key, R.c.status.in_(ACTIVE))
+        )
+    ).first()
+    return RenderRequest.from_row(row) if row is not None else None
 
 
 async def _cancel_matching(
@@ -261,6 +271,41 @@ async def request_cancel(
 ) -> int:
     """Cancel one active request: a pending one ends now, a running one is asked to stop."""
     return await _cancel_matching(db, conn, R.c.id == request_id, now)
+
+
+async def request_retry(
+    db: Database, conn: AsyncConnection, request_id: int, deadline_at: datetime, now: datetime
+) -> bool:
+    """Make a failed or cancelled request pending again, with a fresh attempt budget and
+    deadline, its error and result cleared; False when it is not failed or cancelled.
+
+    Raises the database's unique violation when another active request holds its dedupe key
+    (the caller checks first, under the admission lock).
+    """
+    result = await conn.execute(
+        update(R)
+        .where(
+            R.c.id == request_id,
+            R.c.status.in_([RequestStatus.FAILED.value, RequestStatus.CANCELLED.value]),
+        )
+        .values(
+            status=RequestStatus.PENDING.value,
+            attempts=0,
+            deadline_at=deadline_at,
+            retry_after=now,
+            cancel_requested_at=None,
+            result=None,
+            error_code=None,
+            error_message=None,
+            artifact_key=None,
+            finished_at=None,
+            updated_at=now,
+        )
+    )
+    if result.rowcount != 1:
+        return False
+    wake_on_commit(db, conn, ENDED)
+    return True
 
 
 async def request_latest_of_job(conn: AsyncConnection, job_id: int) -> RenderRequest | None:

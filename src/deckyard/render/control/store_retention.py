@@ -13,10 +13,8 @@ from datetime import datetime
 from sqlalchemy import Text, cast, delete, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from deckyard.jobs import active_job_payloads_naming
 from deckyard.jobs.status import TERMINAL
 from deckyard.render.control.inputs import DOCUMENT_PREFIX
-from deckyard.render.control.models import SCREENSHOT_KIND
 from deckyard.render.control.schema import render_attempts, render_pages, render_requests
 
 
@@ -58,22 +56,19 @@ async def render_artifact_keys_referenced(conn: AsyncConnection, keys: Sequence[
 
 
 async def render_document_keys_referenced(conn: AsyncConnection, keys: Sequence[str]) -> set[str]:
-    """Those of `keys` that are render documents (`inputs.py`) an active job's payload or a
-    request's input still names.
+    """Those of `keys` that are render documents (`inputs.py`) a request's input still names.
 
     A text match (the key is 64 hex digits, so it cannot match by accident), one scan per
-    document key; requests are pruned by retention and only active jobs are read, so the scans
-    stay bounded. The jobs are asked first: a screenshot job names its document from its enqueue
-    until it ends, and opens the request that names it before it ends, so a request inserted
-    between the two reads is still seen through its job.
+    document key; requests are pruned by retention, so the scans stay bounded. A document is
+    stored before the row that names it commits: one swept in between is the sweep's grace
+    period's to cover (`artifact_sweep_grace_seconds`).
     """
     digests = {
         key[len(DOCUMENT_PREFIX) : -len(".html")]: key
         for key in keys
         if key.startswith(DOCUMENT_PREFIX) and key.endswith(".html")
     }
-    named = await active_job_payloads_naming(conn, SCREENSHOT_KIND, list(digests))
-    found = {digests[d] for d in named}
+    found: set[str] = set()
     text = cast(render_requests.c.input, Text)
     for digest, key in digests.items():
         if key in found:

@@ -1,0 +1,271 @@
+"""Render requests as a resource: `POST /v1/screenshots` opens one, `/v1/renders/{id}` shows it.
+
+A render request is the unit of render work (`render/control/requests.py`): no job wraps a
+screenshot. It has what a job had: its state and attempts, events (SSE), cancel, retry, a
+deadline, a dedupe key (`?dedupe=true` joins the workspace's active request for the same
+input), `Idempotency-Key` (on every POST) and the render queue's limits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
+from fastapi.responses import JSONResponse
+from fastapi.sse import EventSourceResponse, ServerSentEvent
+from pydantic import BaseModel, Field
+
+from deckyard.api.auth import Principal, current_principal
+from deckyard.api.errors import ApiError
+from deckyard.api.params import RowId, bounded_id
+from deckyard.api.render import queue_full, render_service
+from deckyard.render.control.models import (
+    WAKE_ATTEMPTS,
+    WAKE_REQUESTS,
+    RenderRequest,
+    RequestStatus,
+)
+from deckyard.render.control.service import (
+    RenderDedupeConflict,
+    RenderInputGone,
+    RenderNotRetryable,
+    RenderQueueFull,
+    RequestNotFound,
+    ScreenshotSpec,
+)
+
+router = APIRouter(tags=["renders"])
+Caller = Annotated[Principal, Depends(current_principal)]
+
+RESULT_FIELDS = ("content_type", "size", "sha256", "diagnostics", "render_ms")
+
+
+class RenderLinks(BaseModel):
+    """Where to follow the render."""
+
+    self: str
+    events: str
+    artifact: str
+
+
+class RenderOut(BaseModel):
+    """A render request as the API shows it."""
+
+    id: int
+    kind: str = Field(description="`screenshot` (one page) or `deck` (a deck job's pages).")
+    status: RequestStatus
+    attempts: int = Field(description="Render attempts made so far.")
+    max_attempts: int
+    deadline_at: datetime = Field(description="The render fails past it, whatever its attempts.")
+    cancel_requested_at: datetime | None
+    result: dict[str, Any] | None = Field(
+        description="Once succeeded: `content_type`, `size`, `sha256`, `diagnostics`."
+    )
+    error_code: str | None
+    error_message: str | None
+    job_id: int | None = Field(description="The job that opened it (a deck job), if any.")
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None
+    links: RenderLinks
+
+    @classmethod
+    def of(cls, request: RenderRequest) -> RenderOut:
+        """The API view of a render request."""
+        result = request.result if isinstance(request.result, dict) else None
+        base = f"/v1/renders/{request.id}"
+        return cls(
+            id=request.id,
+            kind=request.kind,
+            status=request.status,
+            attempts=request.attempts,
+            max_attempts=request.max_attempts,
+            deadline_at=request.deadline_at,
+            cancel_requested_at=request.cancel_requested_at,
+            result={k: result[k] for k in RESULT_FIELDS if k in result} if result else None,
+            error_code=request.error_code,
+            error_message=request.error_message,
+            job_id=request.parent_job_id,
+            created_at=request.created_at,
+            updated_at=request.updated_at,
+            finished_at=request.finished_at,
+            links=RenderLinks(self=base, events=f"{base}/events", artifact=f"{base}/artifact"),
+        )
+
+
+def answer(request: RenderRequest, status_code: int = 200) -> JSONResponse:
+    """The render as JSON, with its `Location`."""
+    return JSONResponse(
+        RenderOut.of(request).model_dump(mode="json"),
+        status_code=status_code,
+        headers={"Location": f"/v1/renders/{request.id}"},
+    )
+
+
+async def owned_render(request: Request, principal: Principal, render_id: int) -> RenderRequest:
+    """The caller's workspace's render `render_id`, or 404."""
+    found = await render_service(request).request(render_id)
+    if found is None or found.workspace_id != principal.workspace_id:
+        raise ApiError(404, "NOT_FOUND", f"no render {render_id}")
+    return found
+
+
+async def render_of_caller(request: Request, principal: Caller, render_id: RowId) -> RenderRequest:
+    """Dependency: the caller's render from the path."""
+    return await owned_render(request, principal, render_id)
+
+
+@router.post(
+    "/v1/screenshots",
+    status_code=202,
+    response_model=RenderOut,
+    responses={
+        429: {
+            "description": "`RENDER_QUEUE_FULL`: the render queue is at its limit; retry "
+            "after `Retry-After`."
+        }
+    },
+)
+async def create_screenshot(
+    request: Request,
+    principal: Caller,
+    spec: ScreenshotSpec,
+    dedupe: Annotated[
+        bool, Query(description="Join the workspace's active render of the same input.")
+    ] = True,
+) -> JSONResponse:
+    """Screenshot ad-hoc HTML or a URL: a render request (`/v1/renders/{id}`); follow its
+    events, then fetch its artefact."""
+    service = render_service(request)
+    try:
+        created = await service.submit(spec, workspace_id=principal.workspace_id, dedupe=dedupe)
+    except RenderQueueFull as exc:
+        raise queue_full(exc) from None
+    return answer(created, 202)
+
+
+@router.get("/v1/renders/{render_id:int}", response_model=RenderOut)
+async def get_render(
+    render: Annotated[RenderRequest, Depends(render_of_caller)],
+) -> RenderOut:
+    """One render request."""
+    return RenderOut.of(render)
+
+
+@router.get(
+    "/v1/renders/{render_id:int}/artifact",
+    response_class=Response,
+    responses={404: {"description": "`NO_ARTIFACT`: the render has not succeeded (yet)."}},
+)
+async def render_artifact(
+    request: Request, render: Annotated[RenderRequest, Depends(render_of_caller)]
+) -> Response:
+    """The picture (PNG, JPEG, WebP) or PDF a succeeded render made."""
+    data = await render_service(request).artifact(render)
+    if data is None or not isinstance(render.result, dict):
+        state = "has not finished" if not render.is_terminal else "has no artefact"
+        raise ApiError(404, "NO_ARTIFACT", f"render {render.id} {state}")
+    content_type = str(render.result.get("content_type") or "application/octet-stream")
+    sha = render.result.get("sha256")
+    headers = {"X-Deckyard-Sha256": str(sha)} if sha else {}
+    return Response(data, media_type=content_type, headers=headers)
+
+
+@router.post(
+    "/v1/renders/{render_id:int}/cancel",
+    response_model=RenderOut,
+    responses={409: {"description": "`RENDER_FINISHED`: the render already ended."}},
+)
+async def cancel_render(request: Request, principal: Caller, render_id: RowId) -> RenderOut:
+    """Cancel a render: a queued one ends now, a running one is stopped. Cancelling a
+    cancelled render answers it unchanged."""
+    before = await owned_render(request, principal, render_id)
+    service = render_service(request)
+    if before.is_terminal and before.status is not RequestStatus.CANCELLED:
+        raise finished(before)
+    await service.cancel_request(render_id)
+    after = await owned_render(request, principal, render_id)
+    if after.is_terminal and after.status is not RequestStatus.CANCELLED:
+        raise finished(after)
+    return RenderOut.of(after)
+
+
+def finished(render: RenderRequest) -> ApiError:
+    """409: the render ended before a cancel could reach it."""
+    return ApiError(
+        409,
+        "RENDER_FINISHED",
+        f"render {render.id} already ended {render.status.value}; there is nothing to cancel",
+        extra={"render_id": render.id, "status": render.status.value},
+    )
+
+
+@router.post(
+    "/v1/renders/{render_id:int}/retry",
+    response_model=RenderOut,
+    responses={
+        409: {
+            "description": "`RENDER_NOT_RETRYABLE`: the render is active or succeeded, or a "
+            "job opened it (retry the job); `DEDUPE_CONFLICT`: another active render "
+            "(`render_id`) has the same input."
+        },
+        410: {"description": "`RENDER_INPUT_GONE`: its page is no longer stored."},
+        429: {"description": "`RENDER_QUEUE_FULL`: the render queue is at its limit."},
+    },
+)
+async def retry_render(request: Request, principal: Caller, render_id: RowId) -> RenderOut:
+    """Run a failed or cancelled render again, under the same id."""
+    await owned_render(request, principal, render_id)
+    try:
+        return RenderOut.of(await render_service(request).retry(render_id))
+    except RequestNotFound:
+        raise ApiError(404, "NOT_FOUND", f"no render {render_id}") from None
+    except RenderNotRetryable as exc:
+        raise ApiError(409, "RENDER_NOT_RETRYABLE", str(exc)) from None
+    except RenderDedupeConflict as exc:
+        raise ApiError(409, "DEDUPE_CONFLICT", str(exc), extra={"render_id": exc.holder}) from None
+    except RenderInputGone as exc:
+        raise ApiError(410, "RENDER_INPUT_GONE", str(exc)) from None
+    except RenderQueueFull as exc:
+        raise queue_full(exc) from None
+
+
+def event_id(render: RenderRequest) -> int:
+    """An SSE id that grows with every state change: the row's `updated_at` in microseconds."""
+    return int(render.updated_at.timestamp() * 1_000_000)
+
+
+@router.get("/v1/renders/{render_id:int}/events", response_class=EventSourceResponse)
+async def render_events(
+    request: Request,
+    render: Annotated[RenderRequest, Depends(render_of_caller)],
+    last_event_id: Annotated[str | None, Header()] = None,
+) -> AsyncIterator[ServerSentEvent]:
+    """The render's state changes as SSE (event type: the status), until it ends.
+
+    Each event's data is the render as `GET /v1/renders/{id}` shows it. Resume with the
+    `Last-Event-ID` header: a state seen already is not sent again.
+    """
+    service = render_service(request)
+    seen = bounded_id(last_event_id) or 0
+    subscription = service.db.bus.subscribe(WAKE_REQUESTS, WAKE_ATTEMPTS)
+    recheck = service.settings.render_idle_poll_ceiling_seconds
+    current: RenderRequest | None = render
+    try:
+        while current is not None:
+            ident = event_id(current)
+            if ident > seen:
+                seen = ident
+                yield ServerSentEvent(
+                    id=str(ident),
+                    event=current.status.value,
+                    data=RenderOut.of(current).model_dump(mode="json"),
+                )
+            if current.is_terminal:
+                return
+            await subscription.wait(recheck)
+            current = await service.request(render.id)
+    finally:
+        subscription.close()

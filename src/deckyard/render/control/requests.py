@@ -1,0 +1,249 @@
+"""Render requests, the one unit of render work: open, wait, cancel, forget.
+
+A screenshot (`POST /v1/screenshots`), a validation (`POST /v1/validate`), a deck page's check
+and a deck job's whole deck (`deck_requests.py`) are each one render request; no job wraps a
+render. The request carries what a job did: its own attempts and retry counter
+(`max_attempts`), a deadline, a dedupe key, cancellation and queue limits; its state changes
+wake `WAKE_REQUESTS`, which the waiters here and the API's event stream follow.
+
+A request opened by a job (a deck page's check, a deck render) names it as its parent, and
+cancellation reaches the request three ways, so a cancelled job never leaves a live render:
+
+1. the cancel hook (`Runtime.on_cancel`, `cancel_hook`) cancels the job's requests in the
+   cancel's own transaction;
+2. opening a request locks the job row and re-reads its cancel flag in the same transaction
+   (`request_to_resume`), so a cancel that committed first is seen and no request is created;
+3. the observer (`observe_cancel`): when the job's handler is stopped, it re-reads the job's
+   cancel flag in a short session and cancels any request the job still has, closing "cancel
+   committed, request enqueued afterwards" whatever the isolation level. A stop for any other
+   reason (shutdown, lost lease) leaves the request alone for the job's next attempt to join.
+
+A render nobody keeps (a validation) is deleted once answered (`request_forget`,
+`documents_forget`); its deadline is the caller's wait, so a request whose caller died ends by
+itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from deckyard import tracing
+from deckyard.artifacts import ArtifactStore
+from deckyard.clock import Clock
+from deckyard.config import Settings
+from deckyard.db import Database, SharedWaiters
+from deckyard.jobs import JobError, JobErrorCode, JobStatus, Runtime
+from deckyard.render.control.coordinator import queue_check
+from deckyard.render.control.inputs import document_object_key, documents_by_reference
+from deckyard.render.control.models import (
+    SCREENSHOT_KIND,
+    WAKE_REQUESTS,
+    RendererState,
+    RenderRequest,
+    ScreenshotSpec,
+)
+from deckyard.render.control.store import (
+    NewRequest,
+    renderer_list,
+    request_active_by_dedupe,
+    request_adopt,
+    request_cancel_for_jobs,
+    request_insert,
+    request_latest_of_job,
+    requests_active_count,
+    requests_ended,
+)
+from deckyard.render.control.store_pages import pages_queued
+from deckyard.render.control.store_retention import (
+    render_document_keys_referenced,
+    render_requests_prune,
+)
+
+log = logging.getLogger(__name__)
+
+
+class RequestNotFound(LookupError):
+    """No render request has that id."""
+
+
+class NoRendererUp(Exception):
+    """No renderer answered its last probe, and the caller asked not to queue without one."""
+
+
+@dataclass(frozen=True)
+class Opening:
+    """How to open one render request for a spec."""
+
+    workspace_id: str
+    deadline_at: datetime
+    dedupe: bool = True
+    """Join an active request of the workspace for the same input (`{workspace}:{input hash}`)."""
+    parent_job_id: int | None = None
+    """The job that waits for it: cancelling the job cancels the request; a retried job takes
+    back its earlier request for the same input instead of rendering again."""
+    capture: bool = True
+    """False: the renderer takes no picture; the result is the diagnostics only."""
+    needs_renderer: bool = False
+    """True: refuse (`NoRendererUp`) rather than queue while no renderer is up."""
+
+
+async def open_request(
+    db: Database,
+    runtime: Runtime,
+    settings: Settings,
+    store: ArtifactStore,
+    spec: ScreenshotSpec,
+    opening: Opening,
+    now: datetime,
+) -> tuple[RenderRequest, bool]:
+    """Open (or join) a one-page render request for `spec`: (request, created).
+
+    The document is stored by its content key before the row (`inputs.py`): in the row by
+    value, every state change rewrote the whole ~780 KiB row (SQLite rewrites a row with its
+    overflow pages), and a validation's writes grew the WAL by megabytes.
+
+    One write transaction: for a job's request, the job's cancel flag under its row lock and
+    the request it may take back; the admission lock; the renderer check when asked; the queue
+    limits (raises `RenderQueueFull`), counted only for a new request; the insert.
+    """
+    digest = spec.input_hash(capture=opening.capture)
+    render_input = tracing.stamped(
+        await documents_by_reference(store, spec.render_input(capture=opening.capture))
+    )
+    workspace = opening.workspace_id
+    if opening.dedupe:
+        dedupe_key: str | None = f"{workspace}:{digest}"
+    elif opening.parent_job_id is not None:
+        dedupe_key = f"job:{opening.parent_job_id}:{digest}"
+    else:
+        dedupe_key = None
+    new = NewRequest(
+        kind=SCREENSHOT_KIND,
+        workspace_id=workspace,
+        input=render_input,
+        input_hash=digest,
+        max_attempts=settings.render_max_attempts,
+        deadline_at=opening.deadline_at,
+        dedupe_key=dedupe_key,
+        parent_job_id=opening.parent_job_id,
+    )
+
+    async def admit(conn: AsyncConnection) -> tuple[RenderRequest, bool]:
+        parent = opening.parent_job_id
+        if parent is not None:
+            earlier = await request_to_resume(db, runtime, conn, parent, digest)
+            if earlier is not None:
+                return earlier, False
+        else:
+            await db.acquire_admission_lock(conn)
+        if opening.needs_renderer and not any(
+            r.state is RendererState.UP for r in await renderer_list(conn)
+        ):
+            raise NoRendererUp("no renderer is up; start one (deckyard serve --renderers 1)")
+        if dedupe_key is not None:
+            joined = await request_active_by_dedupe(conn, dedupe_key)
+            if joined is not None:
+                if parent is not None:
+                    await request_adopt(conn, joined.id, parent, now)
+                return joined, False
+        total, mine = await requests_active_count(conn, SCREENSHOT_KIND, workspace)
+        pages, my_pages = await pages_queued(conn, workspace)
+        queue_check(settings, workspace, total + pages, mine + my_pages)
+        return await request_insert(db, conn, new, now)
+
+    return await db.write(admit)
+
+
+async def request_to_resume(
+    db: Database, runtime: Runtime, conn: AsyncConnection, job_id: int, digest: str
+) -> RenderRequest | None:
+    """The first step of opening a job's render request, inside its write transaction.
+
+    Refuses a job whose cancel was asked or that is no longer running (the cancel flag is read
+    under a row lock, so a cancel cannot slip between this and the insert), takes the admission
+    lock, and returns the job's earlier request for the same input when it can still be used:
+    a retried job (its first attempt lost its connection or lease after the render finished, or
+    in the middle of a deck) takes the render it already has instead of rendering twice.
+    """
+    status, asked = await runtime.cancel_flag(job_id, conn, lock=True)
+    if asked or status != JobStatus.RUNNING.value:
+        raise JobError(JobErrorCode.CANCELLED.value, "cancelled", retryable=False)
+    await db.acquire_admission_lock(conn)
+    earlier = await request_latest_of_job(conn, job_id)
+    if earlier is not None and earlier.input_hash == digest and earlier.reusable:
+        return earlier
+    return None
+
+
+async def request_forget(db: Database, request_id: int) -> None:
+    """Delete a finished request with its attempts (no-op while active)."""
+    await db.write(lambda conn: render_requests_prune(conn, [request_id]))
+
+
+async def documents_forget(db: Database, store: ArtifactStore, keys: Sequence[str]) -> list[str]:
+    """Delete the documents of content `keys` (`inputs.py`) that no render request names; the
+    object keys deleted. For a finished request's inputs that nobody keeps (a validation's)."""
+    if not keys:
+        return []
+    objects = [document_object_key(key) for key in keys]
+    async with db.read_connection() as conn:
+        named = await render_document_keys_referenced(conn, objects)
+    return [key for key in objects if key not in named and await store.delete(key)]
+
+
+def request_waiters(db: Database, recheck_seconds: float) -> SharedWaiters[RenderRequest]:
+    """Waiters for render requests to end (without their `input`), one read per state change.
+
+    Every request state change wakes `WAKE_REQUESTS` at commit (in process, and through NOTIFY
+    on PostgreSQL); one reader serves every waiter of the node, where each waiter re-reading its
+    own request made N renders in flight cost N reads per state change.
+    """
+    return SharedWaiters(db, WAKE_REQUESTS, requests_ended, recheck_seconds, "render.waiters")
+
+
+async def wait_for_terminal(
+    waiters: SharedWaiters[RenderRequest], request_id: int, timeout: float | None
+) -> RenderRequest:
+    """Return the request once it is terminal (without its `input`); reads only, never writes."""
+    async with asyncio.timeout(timeout):
+        request = await waiters.wait(request_id)
+    if request is None:
+        raise RequestNotFound(request_id)
+    return request
+
+
+class JobCancels:
+    """Cancellation of the requests jobs opened: the hook inside a job cancel's transaction,
+    and the observer a stopped handler runs (see the module docstring)."""
+
+    def __init__(self, db: Database, runtime: Runtime, clock: Clock) -> None:
+        self.db = db
+        self.runtime = runtime
+        self.clock = clock
+
+    async def cancel_hook(self, conn: AsyncConnection, job_ids: list[int], now: datetime) -> None:
+        """Cancel the render requests of cancelled jobs inside the cancel's transaction."""
+        await request_cancel_for_jobs(self.db, conn, job_ids, now)
+
+    async def observe_cancel(self, job_id: int) -> int:
+        """Cancel the job's live requests if (and only if) the job was asked to cancel."""
+        async with self.db.write_transaction() as conn:
+            _status, asked = await self.runtime.cancel_flag(job_id, conn, lock=True)
+            if not asked:
+                return 0
+            return await request_cancel_for_jobs(self.db, conn, [job_id], self.clock.now())
+
+    async def observe_quietly(self, job_id: int) -> None:
+        """`observe_cancel`, logging a failure: the request's deadline bounds it then."""
+        try:
+            await self.observe_cancel(job_id)
+        except Exception:
+            log.exception(
+                "job %d: cancel observer failed; the request's deadline bounds it", job_id
+            )

@@ -96,10 +96,8 @@ def test_a_delivery_carries_ids_and_the_trace_of_the_job_sending_it() -> None:
 
 def test_render_kinds_name_the_real_render_jobs() -> None:
     from deckyard.decks.jobs.names import DeckJobKind
-    from deckyard.render.control.models import SCREENSHOT_KIND
 
     assert {
-        SCREENSHOT_KIND,
         DeckJobKind.PAGE_SCREENSHOT,
         DeckJobKind.DECK_SCREENSHOTS,
         DeckJobKind.DECK_EXPORT,

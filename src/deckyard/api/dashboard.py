@@ -36,6 +36,8 @@ from deckyard.api.errors import ApiError
 from deckyard.api.health import readiness
 from deckyard.api.jobs import JobOut, StatusName, owned_job, runtime_of
 from deckyard.api.params import AfterId, BeforeId, RowId, bounded_id
+from deckyard.api.render import render_service
+from deckyard.api.renders import RenderOut, owned_render
 from deckyard.api.tasks import TaskEventOut, executor_of, owned_task, task_out
 from deckyard.db.notify import ANY_CHANNEL, Subscription
 from deckyard.jobs import WAKE_EVENTS, Job
@@ -287,6 +289,42 @@ async def job_page(request: Request, job_id: RowId) -> Response:
     return page(
         request, "job.html", principal, job=JobOut.of(job), events=events, artifact=artifact
     )
+
+
+@router.get("/ui/renders")
+async def renders_page(request: Request, before: BeforeId = None) -> Response:
+    """Render requests of the workspace (screenshots, validations, deck renders), newest
+    first; the page refreshes itself while one is active."""
+    principal = await signed_in(request)
+    if principal is None:
+        return to_sign_in(request)
+    found = await render_service(request).of_workspace(
+        principal.workspace_id, before_id=before, limit=PAGE_SIZE
+    )
+    older = urlencode({"before": found[-1].id}) if len(found) == PAGE_SIZE else None
+    renders = [RenderOut.of(r) for r in found]
+    return page(
+        request,
+        "renders.html",
+        principal,
+        renders=renders,
+        active=any(not r.is_terminal for r in found),
+        older=older,
+        newer="" if before is not None else None,
+    )
+
+
+@router.get("/ui/renders/{render_id:int}")
+async def render_page(request: Request, render_id: RowId) -> Response:
+    """One render request: its state, attempts, error, artefact and actions."""
+    principal = await signed_in(request)
+    if principal is None:
+        return to_sign_in(request)
+    try:
+        render = await owned_render(request, principal, render_id)
+    except ApiError:
+        return not_found(request, principal, f"There is no render #{render_id} in this workspace.")
+    return page(request, "render.html", principal, render=RenderOut.of(render))
 
 
 @router.get("/ui/tasks")

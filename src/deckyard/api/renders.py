@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 
 from deckyard.api.auth import Principal, current_principal
 from deckyard.api.errors import ApiError
-from deckyard.api.params import RowId, bounded_id
+from deckyard.api.params import BeforeId, RowId, bounded_id
 from deckyard.api.render import queue_full, render_service
 from deckyard.render.control.models import (
     WAKE_ATTEMPTS,
@@ -144,6 +144,31 @@ async def create_screenshot(
     except RenderQueueFull as exc:
         raise queue_full(exc) from None
     return answer(created, 202)
+
+
+class RenderList(BaseModel):
+    """A page of renders, newest first; pass `next_before` as `before` for the next page."""
+
+    renders: list[RenderOut]
+    next_before: int | None
+
+
+@router.get("/v1/renders", response_model=RenderList)
+async def list_renders(
+    request: Request,
+    principal: Caller,
+    before: BeforeId = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+) -> RenderList:
+    """Render requests of the caller's workspace, newest first (finished ones until
+    retention prunes them)."""
+    found = await render_service(request).of_workspace(
+        principal.workspace_id, before_id=before, limit=limit
+    )
+    return RenderList(
+        renders=[RenderOut.of(r) for r in found],
+        next_before=found[-1].id if len(found) == limit else None,
+    )
 
 
 @router.get("/v1/renders/{render_id:int}", response_model=RenderOut)

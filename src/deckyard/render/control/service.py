@@ -48,6 +48,7 @@ from deckyard.render.control.store import (
     request_latest_of_job,
     request_retry,
     requests_active_count,
+    requests_of_workspace,
 )
 from deckyard.render.control.store_pages import pages_of_request, pages_queued
 from deckyard.render.control.supervisor import Supervisor
@@ -316,6 +317,13 @@ class RenderService:
         """One render request."""
         async with self.db.read_connection() as conn:
             return await request_get(conn, request_id)
+
+    async def of_workspace(
+        self, workspace_id: str, *, before_id: int | None = None, limit: int = 50
+    ) -> list[RenderRequest]:
+        """The workspace's render requests (without their input), newest first."""
+        async with self.db.read_connection() as conn:
+            return await requests_of_workspace(conn, workspace_id, before_id=before_id, limit=limit)
 
     async def pages(self, request_id: int) -> list[RenderPage]:
         """Every page of a deck request, in page order."""

@@ -308,6 +308,22 @@ async def request_retry(
     return True
 
 
+async def requests_of_workspace(
+    conn: AsyncConnection, workspace_id: str, *, before_id: int | None, limit: int
+) -> list[RenderRequest]:
+    """The workspace's requests without their `input`, newest first, below `before_id`."""
+    query = select(*STATE_COLUMNS).where(R.c.workspace_id == workspace_id)
+    if before_id is not None:
+        query = query.where(R.c.id < before_id)
+    rows = await conn.execute(query.order_by(R.c.id.desc()).limit(limit))
+    found = []
+    for row in rows:
+        values = row._asdict()
+        values["status"] = RequestStatus(values["status"])
+        found.append(RenderRequest(input=None, **values))
+    return found
+
+
 async def request_latest_of_job(conn: AsyncConnection, job_id: int) -> RenderRequest | None:
     """The newest request a job opened, if any."""
     request_id = (

@@ -83,7 +83,9 @@ class Node:
         self.ai = AiService(self.db, self.runtime, self.decks, settings, clock=clock)
         self.external = ExternalWorkers(self.runtime, settings)
         self.retention = Retention(self.db, self.render.store, settings, clock)
-        self.webhooks = WebhookService(self.db, self.runtime, settings, clock)
+        self.webhooks = WebhookService(
+            self.db, self.runtime, settings, clock, renders=self.render.kept_finished_after
+        )
         queues = {h.queue for h in self.runtime.handlers.values()}
         self.runtime.worker(sorted(queues - {DECK_QUEUE, AI_QUEUE, WEBHOOK_QUEUE}))
         self.runtime.worker([WEBHOOK_QUEUE], concurrency=settings.webhook_concurrency)

@@ -81,6 +81,46 @@ def job_events(job: Job) -> list[WebhookEvent]:
     return found
 
 
+RENDER_EVENT_ID_PREFIX = "render.finished:render-"
+"""How the ids of a render request's events start (a job's are `render.finished:{job id}:`)."""
+
+
+def render_events(render: Any) -> list[WebhookEvent]:
+    """What one finished render request no job opened announces: `render.finished`.
+
+    `render` is the control plane's `RenderRequest` (this package sits below it, so it is read
+    by attribute): id, kind, workspace_id, status, error_code, error_message, created_at,
+    finished_at, result.
+    """
+    if render.finished_at is None:
+        return []
+    at, stamp = render.finished_at, _stamp(render.finished_at)
+    status = getattr(render.status, "value", render.status)
+    data: dict[str, Any] = {
+        "render": {
+            "id": render.id,
+            "kind": render.kind,
+            "status": status,
+            "error_code": render.error_code,
+            "error_message": render.error_message,
+            "created_at": _iso(render.created_at),
+            "finished_at": _iso(render.finished_at),
+            "url": f"/v1/renders/{render.id}",
+        }
+    }
+    if status == JobStatus.SUCCEEDED.value:
+        data["artifact_url"] = f"/v1/renders/{render.id}/artifact"
+    return [
+        WebhookEvent(
+            WebhookEventType.RENDER_FINISHED,
+            render.workspace_id,
+            f"{RENDER_EVENT_ID_PREFIX}{render.id}:{stamp}",
+            at,
+            data,
+        )
+    ]
+
+
 def task_finished(row: Mapping[str, Any], now: datetime) -> WebhookEvent | None:
     """`task.finished` for a task row that just ended (None for a task of no workspace)."""
     workspace = row.get("workspace_id")

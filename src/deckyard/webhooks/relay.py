@@ -1,4 +1,8 @@
-"""The job relay: announces finished jobs (`job.finished`, `render.finished`) after the fact.
+"""The relays: announce finished jobs (`job.finished`, `render.finished`) and finished
+renders (`render.finished` of a screenshot, a render request no job opened) after the fact.
+
+Both are one `Relay` over a `RelaySource` (what finished, and what it announces); what follows
+is said of jobs and holds for renders alike.
 
 A job's finish is recorded on the queue's hot path, on PostgreSQL by one statement that settles
 a batch and claims the next; nothing can join that transaction. The finish is durable all the
@@ -19,7 +23,10 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -28,8 +35,19 @@ from deckyard.config import Settings
 from deckyard.db import Database
 from deckyard.jobs import Runtime
 from deckyard.loop import ACTIVE, IDLE, MORE, Tick
-from deckyard.webhooks.events import enqueue_deliveries, job_events
-from deckyard.webhooks.models import JOB_EVENTS, WEBHOOK_QUEUE, Endpoint, WebhookEvent
+from deckyard.webhooks.events import (
+    RENDER_EVENT_ID_PREFIX,
+    enqueue_deliveries,
+    job_events,
+    render_events,
+)
+from deckyard.webhooks.models import (
+    JOB_EVENTS,
+    WEBHOOK_QUEUE,
+    Endpoint,
+    WebhookEvent,
+    WebhookEventType,
+)
 from deckyard.webhooks.store import (
     deliveries_insert,
     deliveries_latest_event_at,
@@ -40,16 +58,68 @@ log = logging.getLogger(__name__)
 
 _JOB_EVENT_NAMES = frozenset(t.value for t in JOB_EVENTS)
 Pending = list[tuple[WebhookEvent, list[Endpoint]]]
+FinishedAfter = Callable[[tuple[datetime, int], Sequence[str], int], Awaitable[Sequence[Any]]]
 
 
-class JobRelay:
-    """Turns finished jobs into deliveries for the endpoints that subscribe to job events."""
+@dataclass(frozen=True)
+class RelaySource:
+    """What a relay announces: rows that finished, read in (`finished_at`, `id`) order."""
 
-    def __init__(self, db: Database, runtime: Runtime, settings: Settings, clock: Clock) -> None:
+    event_names: frozenset[str]
+    """The event types it derives; an endpoint subscribing to none of them is not read for."""
+    finished_after: FinishedAfter
+    """(after, workspace ids, limit) -> the rows of those workspaces finished after `after`,
+    oldest first; each has `id` and `finished_at`."""
+    events: Callable[[Any], list[WebhookEvent]]
+    """What one finished row announces."""
+    id_prefix: str | None = None
+    """The event ids this source makes start with it (`_start`'s mark); None: any id but
+    `not_id_prefix`'s."""
+    not_id_prefix: str | None = None
+
+
+def job_source(runtime: Runtime) -> RelaySource:
+    """Finished jobs (not the webhook queue's own): `job.finished` and `render.finished`."""
+
+    async def finished_after(
+        after: tuple[datetime, int], workspaces: Sequence[str], limit: int
+    ) -> Sequence[Any]:
+        return await runtime.finished_after(
+            after, list(workspaces), exclude_queues=[WEBHOOK_QUEUE], limit=limit
+        )
+
+    return RelaySource(
+        _JOB_EVENT_NAMES, finished_after, job_events, not_id_prefix=RENDER_EVENT_ID_PREFIX
+    )
+
+
+def render_source(finished_after: FinishedAfter) -> RelaySource:
+    """Finished renders no job opened (`POST /v1/screenshots`), read by `finished_after` (the
+    render control plane's, passed in by the node): `render.finished`."""
+    return RelaySource(
+        frozenset({WebhookEventType.RENDER_FINISHED.value}),
+        finished_after,
+        render_events,
+        id_prefix=RENDER_EVENT_ID_PREFIX,
+    )
+
+
+class Relay:
+    """Turns finished rows of a source into deliveries for the endpoints subscribing to them."""
+
+    def __init__(
+        self,
+        db: Database,
+        runtime: Runtime,
+        settings: Settings,
+        clock: Clock,
+        source: RelaySource,
+    ) -> None:
         self.db = db
         self.runtime = runtime
         self.settings = settings
         self.clock = clock
+        self.source = source
         self.mark: datetime | None = None
         """The newest `finished_at` a completed sweep has read; None until the first sweep."""
         self.cursor: tuple[datetime, int] | None = None
@@ -66,11 +136,11 @@ class JobRelay:
         self.seen.clear()
 
     async def tick(self) -> Tick:
-        """One page of one sweep: read the finished jobs, record what endpoints want."""
+        """One page of one sweep: read the finished rows, record what endpoints want."""
         lag = timedelta(seconds=self.settings.webhook_relay_lag_seconds)
         async with self.db.read_connection() as conn:
             endpoints = [
-                e for e in await endpoints_enabled(conn) if _JOB_EVENT_NAMES & set(e.events)
+                e for e in await endpoints_enabled(conn) if self.source.event_names & set(e.events)
             ]
             if not endpoints:
                 self._reset()
@@ -92,13 +162,11 @@ class JobRelay:
         for e in endpoints:
             by_workspace[e.workspace_id].append(e)
         size = self.settings.webhook_relay_batch_size
-        jobs = await self.runtime.finished_after(
-            start, sorted(by_workspace), exclude_queues=[WEBHOOK_QUEUE], limit=size
-        )
+        jobs = await self.source.finished_after(start, sorted(by_workspace), size)
         pending: Pending = []
         looked: dict[str, datetime] = {}
         for job in jobs:
-            for event in job_events(job):
+            for event in self.source.events(job):
                 if event.id in self.seen:
                     continue
                 looked[event.id] = event.occurred_at
@@ -122,7 +190,13 @@ class JobRelay:
 
     async def _start(self, conn: AsyncConnection, endpoints: list[Endpoint]) -> None:
         """Set the mark: the newest job event an endpoint got, else the oldest endpoint's start."""
-        latest = await deliveries_latest_event_at(conn, sorted(_JOB_EVENT_NAMES))
+        source = self.source
+        latest = await deliveries_latest_event_at(
+            conn,
+            sorted(source.event_names),
+            id_prefix=source.id_prefix,
+            not_id_prefix=source.not_id_prefix,
+        )
         self.mark = latest if latest is not None else min(e.events_since for e in endpoints)
         self.known = {(e.id, e.events_since) for e in endpoints}
 
@@ -134,3 +208,10 @@ class JobRelay:
             await enqueue_deliveries(self.runtime, conn, event.workspace_id, ids)
             made += len(ids)
         return made
+
+
+class JobRelay(Relay):
+    """The relay of finished jobs."""
+
+    def __init__(self, db: Database, runtime: Runtime, settings: Settings, clock: Clock) -> None:
+        super().__init__(db, runtime, settings, clock, job_source(runtime))

@@ -1,5 +1,5 @@
 """`WebhookService`: endpoints, deliveries and redelivery for the API; the delivery handler,
-the job relay and the delivery prune as one node component (`start()`/`stop()`)."""
+the job and render relays and the delivery prune as one node component (`start()`/`stop()`)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from deckyard.clock import Clock
 from deckyard.config import Settings
 from deckyard.db import Database
 from deckyard.jobs import RetryPolicy, Runtime
-from deckyard.loop import IDLE, MORE, Loop, Tick
+from deckyard.loop import ACTIVE, IDLE, MORE, Loop, Tick
 from deckyard.render.renderer.ssrf import Resolver, address_problem, system_resolver
 from deckyard.webhooks.delivery import Deliverer
 from deckyard.webhooks.events import enqueue_deliveries, ping
@@ -27,7 +27,7 @@ from deckyard.webhooks.models import (
     Endpoint,
     WebhookJobKind,
 )
-from deckyard.webhooks.relay import JobRelay
+from deckyard.webhooks.relay import FinishedAfter, JobRelay, Relay, render_source
 from deckyard.webhooks.signing import new_secret
 from deckyard.webhooks.store import (
     attempts_of,
@@ -90,6 +90,7 @@ class WebhookService:
         clock: Clock,
         *,
         resolver: Resolver = system_resolver,
+        renders: FinishedAfter | None = None,
     ) -> None:
         self.db = db
         self.runtime = runtime
@@ -110,6 +111,13 @@ class WebhookService:
             retry=retry,
         )(Deliverer(db, settings, clock, resolver))
         self.relay = JobRelay(db, runtime, settings, clock)
+        self.render_relay = (
+            Relay(db, runtime, settings, clock, render_source(renders))
+            if renders is not None
+            else None
+        )
+        """Announces finished screenshots (render requests no job opened), when given a
+        reader of them."""
         self.pruned = 0
         self._loops: list[Loop] = []
 
@@ -126,7 +134,7 @@ class WebhookService:
         self._loops = [
             Loop.configured(
                 "webhooks.relay",
-                self.relay.tick,
+                self.relay_tick,
                 s,
                 poll_interval=s.webhook_relay_interval_seconds,
                 idle_ceiling=s.webhook_relay_idle_seconds,
@@ -148,6 +156,15 @@ class WebhookService:
         for loop in self._loops:
             await loop.stop()
         self._loops = []
+
+    async def relay_tick(self) -> Tick:
+        """One tick of the job relay, then of the render relay (when there is one)."""
+        ticks = [await self.relay.tick()]
+        if self.render_relay is not None:
+            ticks.append(await self.render_relay.tick())
+        if any(t.more for t in ticks):
+            return MORE
+        return ACTIVE if any(t.active for t in ticks) else IDLE
 
     async def prune_tick(self) -> Tick:
         """Delete one batch of settled deliveries older than the retention; read only if none."""

@@ -328,10 +328,19 @@ async def attempts_of(conn: AsyncConnection, delivery_id: int) -> list[Attempt]:
 
 
 async def deliveries_latest_event_at(
-    conn: AsyncConnection, event_types: Sequence[str]
+    conn: AsyncConnection,
+    event_types: Sequence[str],
+    *,
+    id_prefix: str | None = None,
+    not_id_prefix: str | None = None,
 ) -> datetime | None:
-    """When the newest event of these types that reached any endpoint happened (read only)."""
+    """When the newest event of these types that reached any endpoint happened (read only);
+    only events whose id starts with `id_prefix`, and not with `not_id_prefix`, when given."""
     stmt = select(func.max(D.c.event_at)).where(D.c.event_type.in_(list(event_types)))
+    if id_prefix is not None:
+        stmt = stmt.where(D.c.event_id.startswith(id_prefix, autoescape=True))
+    if not_id_prefix is not None:
+        stmt = stmt.where(~D.c.event_id.startswith(not_id_prefix, autoescape=True))
     value: datetime | None = (await conn.execute(stmt)).scalar()
     return value
 

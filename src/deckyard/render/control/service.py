@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -48,6 +48,7 @@ from deckyard.render.control.store import (
     request_latest_of_job,
     request_retry,
     requests_active_count,
+    requests_kept_finished_after,
     requests_of_workspace,
 )
 from deckyard.render.control.store_pages import pages_of_request, pages_queued
@@ -324,6 +325,14 @@ class RenderService:
         """The workspace's render requests (without their input), newest first."""
         async with self.db.read_connection() as conn:
             return await requests_of_workspace(conn, workspace_id, before_id=before_id, limit=limit)
+
+    async def kept_finished_after(
+        self, after: tuple[datetime, int], workspace_ids: Sequence[str], limit: int
+    ) -> list[RenderRequest]:
+        """Ended screenshots no job opened, past `after` (finished_at, id), oldest first: what
+        the webhook relay announces as `render.finished`."""
+        async with self.db.read_connection() as conn:
+            return await requests_kept_finished_after(conn, after, workspace_ids, limit)
 
     async def pages(self, request_id: int) -> list[RenderPage]:
         """Every page of a deck request, in page order."""

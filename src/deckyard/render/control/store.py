@@ -37,9 +37,10 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from deckyard.db import Database
-from deckyard.jobs.status import ACTIVE, ACTIVE_PREDICATE
+from deckyard.jobs.status import ACTIVE, ACTIVE_PREDICATE, TERMINAL
 from deckyard.render.control.models import (
     ACTIVE_ATTEMPT,
+    SCREENSHOT_KIND,
     WAKE_ATTEMPTS,
     WAKE_DISPATCH,
     WAKE_REQUESTS,
@@ -316,6 +317,35 @@ async def requests_of_workspace(
     if before_id is not None:
         query = query.where(R.c.id < before_id)
     rows = await conn.execute(query.order_by(R.c.id.desc()).limit(limit))
+    found = []
+    for row in rows:
+        values = row._asdict()
+        values["status"] = RequestStatus(values["status"])
+        found.append(RenderRequest(input=None, **values))
+    return found
+
+
+async def requests_kept_finished_after(
+    conn: AsyncConnection, after: tuple[datetime, int], workspace_ids: Sequence[str], limit: int
+) -> list[RenderRequest]:
+    """Ended one-page requests no job opened and that took a picture (screenshots, not
+    validations) of these workspaces, past `after` (finished_at, id), oldest first, without
+    their `input` (read only; uses `ix_render_requests_finished`)."""
+    at, request_id = after
+    rows = await conn.execute(
+        select(*STATE_COLUMNS)
+        .where(
+            R.c.status.in_(TERMINAL),
+            R.c.finished_at >= at,
+            or_(R.c.finished_at > at, R.c.id > request_id),
+            R.c.workspace_id.in_(list(workspace_ids)),
+            R.c.kind == SCREENSHOT_KIND,
+            R.c.parent_job_id.is_(None),
+            R.c.input["capture"].as_boolean().is_not(False),
+        )
+        .order_by(R.c.finished_at, R.c.id)
+        .limit(limit)
+    )
     found = []
     for row in rows:
         values = row._asdict()

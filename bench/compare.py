@@ -553,9 +553,9 @@ def render_markdown(r: dict[str, Any], args: argparse.Namespace, cmd: str) -> st
             "",
             "- Deckyard pipeline: a Lite `deckyard serve` (SQLite, one supervised renderer with "
             "its default 2 slots, default settings); all screenshots submitted at once with "
-            "`POST /v1/screenshots?dedupe=false`, each job followed through its SSE stream `GET "
-            "/v1/jobs/{id}/events` (it ends with the job) and its PNG downloaded from "
-            "`/v1/jobs/{id}/artifact`; clock stops at the last download. One warm-up screenshot "
+            "`POST /v1/screenshots?dedupe=false`, each render followed through its SSE stream "
+            "`GET /v1/renders/{id}/events` (it ends with the render) and its PNG downloaded from "
+            "`/v1/renders/{id}/artifact`; clock stops at the last download. One warm-up screenshot "
             "first. Each page is ~775 KiB of HTML (the display font is inlined) and travels "
             "through the job payload, the render request and the renderer call.",
             "- Plain Playwright: one warm Chromium, 2 tabs (the renderer's slots), `set_content` + "

@@ -1,8 +1,9 @@
 """Rendering and memory comparisons.
 
 Screenshots/s of the example deck's compiled pages through the whole Deckyard pipeline (a Lite
-`deckyard serve` with one supervised renderer: `POST /v1/screenshots` -> job -> control plane
--> renderer -> artefact, downloaded with `GET /v1/jobs/{id}/artifact`), a plain warm Playwright
+`deckyard serve` with one supervised renderer: `POST /v1/screenshots` -> render request ->
+control plane -> renderer -> artefact, downloaded with `GET /v1/renders/{id}/artifact`), a plain
+warm Playwright
 loop, and shot-scraper's `multi`. Memory: process-tree RSS of an idle Lite `deckyard serve`
 with `DECKYARD_RENDERERS=0` and with one renderer. Every part that cannot run says why instead
 of producing a number.
@@ -298,8 +299,8 @@ class Serve:
 
 
 async def pipeline(serve: Serve, pages: list[Page], shots: int) -> float:
-    """Screenshots/s: `shots` screenshot jobs submitted at once, until every artefact is
-    downloaded (`dedupe=false`, so repeated pages are rendered again); each job followed
+    """Screenshots/s: `shots` screenshots submitted at once, until every artefact is
+    downloaded (`dedupe=false`, so repeated pages are rendered again); each render followed
     through its SSE event stream."""
     import httpx
 
@@ -311,16 +312,18 @@ async def pipeline(serve: Serve, pages: list[Page], shots: int) -> float:
             body = {"html": p.html, "width": p.width, "height": p.height}
             r = await client.post("/v1/screenshots", params={"dedupe": "false"}, json=body)
             r.raise_for_status()
-            job_id = r.json()["id"]
-            # Follow the job's event stream (it ends when the job does), as a client should:
-            # polling 24 jobs every 20 ms would spend the server's CPU on answering polls.
-            async with client.stream("GET", f"/v1/jobs/{job_id}/events") as stream:
+            render_id = r.json()["id"]
+            # Follow the render's event stream (it ends when the render does), as a client
+            # should: polling 24 renders every 20 ms would spend the server's CPU on polls.
+            async with client.stream("GET", f"/v1/renders/{render_id}/events") as stream:
                 async for _ in stream.aiter_lines():
                     pass
-            job = (await client.get(f"/v1/jobs/{job_id}")).json()
-            if job["status"] != "succeeded":
-                raise RuntimeError(f"job {job_id} {job['status']}: {job.get('error_message')}")
-            art = await client.get(f"/v1/jobs/{job_id}/artifact")
+            render = (await client.get(f"/v1/renders/{render_id}")).json()
+            if render["status"] != "succeeded":
+                raise RuntimeError(
+                    f"render {render_id} {render['status']}: {render.get('error_message')}"
+                )
+            art = await client.get(f"/v1/renders/{render_id}/artifact")
             art.raise_for_status()
             if not art.content.startswith(b"\x89PNG"):
                 raise RuntimeError("artefact is not a PNG")

@@ -86,8 +86,10 @@ async def soak(dialect: str, shots: int, in_flight: int) -> dict[str, Any]:
                             headers=headers,
                         )
                         r.raise_for_status()
-                        job = await app.state.runtime.wait(r.json()["id"], timeout=300)
-                        if job.status != "succeeded":
+                        done = await app.state.render.wait_for_terminal(
+                            r.json()["id"], timeout=300
+                        )
+                        if done.status != "succeeded":
                             failed += 1
 
                 await asyncio.gather(*(one(i) for i in range(shots)))

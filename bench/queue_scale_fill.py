@@ -69,7 +69,13 @@ def pending_blocks(total: int, now_us: int, due_share: float = 0.5) -> list[Bloc
         Block(QUEUE, KIND, due, now_us - 10 * minute, 10 * minute // max(due, 1), dedupe_every=5),
         Block(QUEUE, KIND, retry, now_us + minute, DAY_US // max(retry, 1), attempt=1),
         Block(
-            "decks", "page.screenshot", render, now_us - 5 * minute, 6 * minute // max(render, 1), 0, 2
+            "decks",
+            "page.screenshot",
+            render,
+            now_us - 5 * minute,
+            6 * minute // max(render, 1),
+            0,
+            2,
         ),
         Block("decks", "deck.build", decks, now_us - 5 * minute, DAY_US // max(decks, 1), 0, 3),
         Block("ai", "ai.page_edit", ai, now_us - 5 * minute, 10 * minute // max(ai, 1)),

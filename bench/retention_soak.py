@@ -86,9 +86,7 @@ async def soak(dialect: str, shots: int, in_flight: int) -> dict[str, Any]:
                             headers=headers,
                         )
                         r.raise_for_status()
-                        done = await app.state.render.wait_for_terminal(
-                            r.json()["id"], timeout=300
-                        )
+                        done = await app.state.render.wait_for_terminal(r.json()["id"], timeout=300)
                         if done.status != "succeeded":
                             failed += 1
 

@@ -5,7 +5,8 @@ median (min-max) of `--reps` repetitions:
 
 - Deckyard: a Lite `deckyard serve` with one supervised renderer (default slots); `--shots`
   screenshots (render requests) submitted at once with `POST /v1/screenshots?dedupe=false`,
-  each followed through its SSE stream and its PNG downloaded (`compare_render.pipeline`); one warm-up shot.
+  each followed through its SSE stream and its PNG downloaded (`compare_render.pipeline`);
+  one warm-up shot.
 - Plain: one warm Chromium with as many tabs as the renderer has slots, `set_content` +
   `document.fonts.ready` + `screenshot` (`compare_render.plain_loop`).
 

@@ -15,7 +15,6 @@ from deckyard.jobs.runtime import (
 from deckyard.jobs.status import EventType, JobErrorCode, JobStatus, Lifecycle
 from deckyard.jobs.store import WAKE_EVENTS
 from deckyard.jobs.store_retention import (
-    active_job_payloads_naming,
     job_artifact_keys_referenced,
     job_counts,
     jobs_still_active,
@@ -42,7 +41,6 @@ __all__ = [
     "Runtime",
     "Worker",
     "acting_as",
-    "active_job_payloads_naming",
     "current_actor",
     "current_job",
     "job_artifact_keys_referenced",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import Text, cast, func, select
+from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from deckyard.jobs.schema import job_events, jobs
@@ -21,29 +21,6 @@ async def job_artifact_keys_referenced(conn: AsyncConnection, keys: Sequence[str
     key = jobs.c.result["artifact_key"].as_string()
     rows = await conn.execute(select(key).where(key.in_(list(keys))))
     return {str(r[0]) for r in rows}
-
-
-async def active_job_payloads_naming(
-    conn: AsyncConnection, kind: str, needles: Sequence[str]
-) -> set[str]:
-    """Those of `needles` that the payload of some active job of `kind` contains as text.
-
-    For inputs a job keeps by reference (a screenshot job's page document is named by its
-    64-hex-digit content key, so it cannot match by accident): while the job may still run, what
-    its payload names must stay stored. One scan of the active jobs of that kind per needle.
-    """
-    found: set[str] = set()
-    text = cast(jobs.c.payload, Text)
-    for needle in needles:
-        row = await conn.execute(
-            select(jobs.c.id)
-            .where(jobs.c.status.in_(ACTIVE), jobs.c.kind == kind)
-            .where(text.contains(needle, autoescape=True))
-            .limit(1)
-        )
-        if row.first() is not None:
-            found.add(needle)
-    return found
 
 
 async def jobs_still_active(conn: AsyncConnection, job_ids: Sequence[int]) -> set[int]:

@@ -192,7 +192,7 @@ class Settings(BaseSettings):
         "without holding a slot, so other jobs, those children among them, run meanwhile. A "
         "wait past this keeps its slot; 0 makes every wait keep it. Each suspended job keeps "
         "its lease (one batched heartbeat for all) and a task in the worker's process. It also "
-        "bounds the screenshot jobs a node's deck (and AI) jobs keep active at once: keep "
+        "bounds the render requests a node's deck (and AI) jobs keep active at once: keep "
         "nodes x (this + deck_job_concurrency) below render_workspace_queue_limit, or a big "
         "publish meets RENDER_QUEUE_FULL.",
     )

@@ -6,8 +6,8 @@ deleter removes the row before the object, so a crash can leave an object no row
 row naming a missing object. The sweep removes those leftovers, and the artefacts of rows that
 retention pruned (a job, a render request, a deck's versions).
 
-Which rows count is the `REFERRERS` list: render requests' results and inputs and active
-screenshot jobs' payloads (their documents by key, `render/control/inputs.py`), jobs' results, page
+Which rows count is the `REFERRERS` list: render requests' results and inputs (their documents
+by key, `render/control/inputs.py`), jobs' results, page
 versions' screenshot pointers, and publications (every key under the `store_prefix` of a
 publication whose files are not deleted). An object is deleted only when it is
 older than `artifact_sweep_grace_seconds` (a write in progress, or one whose row has not

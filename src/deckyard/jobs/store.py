@@ -300,7 +300,7 @@ _JOB_COLUMNS_BUT_PAYLOAD = tuple(c for c in JOB_COLUMNS if c.name != "payload")
 
 async def job_get(conn: AsyncConnection, job_id: int, *, payload: bool = True) -> Job | None:
     """One job by id; without `payload` its payload is not read (None), for callers that
-    need its owner, state or result (a screenshot's payload holds its ~780 KiB page)."""
+    need its owner, state or result (a payload can hold a whole page)."""
     columns = JOB_COLUMNS if payload else _JOB_COLUMNS_BUT_PAYLOAD
     row = (await conn.execute(select(*columns).where(jobs.c.id == job_id))).first()
     if row is None:

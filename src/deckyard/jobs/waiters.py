@@ -34,7 +34,7 @@ class EventFollowers:
 
     The same O(N^2) as waiters had: N followers that each re-read their own job and its events
     on every `jobs.events` wake cost 2N reads per event (and each job read decoded the whole
-    payload, a page's HTML for a screenshot). Here one task per runtime reads, per wake, the
+    payload, a page's HTML). Here one task per runtime reads, per wake, the
     status of every followed job and then the events after the oldest cursor among them, in
     two statements, and hands each follower the events past its own cursor.
     """

@@ -4,7 +4,7 @@ Every process sets up its tracer provider once at start (`configure`: `deckyard 
 its `--workers`, every renderer); tracing is off unless a collector or a spans file is set. What
 crosses a process boundary carries the W3C `traceparent` header (`inject`, `extract`: the
 signed renderer API, webhook deliveries); what waits in the database for another task or
-process carries it in its JSON (`stamped`: a screenshot job's payload, a render request's
+process carries it in its JSON (`stamped`: a job's payload, a render request's
 input). The spans of the units of work (`job_span`, `request_span`, `attempt_span`,
 `result_span`, `capture_span`) are made here, so the code they wrap gains a line, not a block.
 

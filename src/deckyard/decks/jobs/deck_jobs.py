@@ -2,7 +2,7 @@
 `deckyard.outputs` (`DeckOutputs`: the PDF, the PPTX).
 
 Both store their output in the artefact store and name it in the job's result
-(`artifact_key`, `content_type`, `size`, `sha256`), the same shape screenshot jobs use, so
+(`artifact_key`, `content_type`, `size`, `sha256`), the same shape render requests use, so
 `GET /v1/jobs/{id}/artifact` serves it.
 """
 

@@ -12,7 +12,7 @@ With `steps` in the payload the deck is first expanded into a page per step
 versions. Renders made here skip the page audit: the pages were audited when validated. The
 format then builds in this process (never in the renderer), and the file goes to the artefact
 store under the job, named in the result (`artifact_key`, `content_type`, `size`, `sha256`, as
-screenshot jobs name theirs, so `GET /v1/jobs/{id}/artifact` serves it) with the format's
+render requests name theirs, so `GET /v1/jobs/{id}/artifact` serves it) with the format's
 per-page report (`pages`), its warnings (each also an `output_warning` event) and its facts.
 """
 

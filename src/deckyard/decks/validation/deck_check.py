@@ -33,7 +33,7 @@ NO_RENDERER = "no renderer is up; start one (deckyard serve --renderers 1) and r
 
 
 def page_stage(outcome: PageRender, *, accessibility_errors: bool = False) -> StageOutcome:
-    """The render stage of one page's outcome (the same mapping as a screenshot job's)."""
+    """The render stage of one page's outcome (the same mapping as a one-page render's)."""
     if outcome.error_code is not None:
         return render_outcome_from_error(outcome.error_code, outcome.message)
     return render_outcome_from_diagnostics(

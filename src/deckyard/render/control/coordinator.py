@@ -97,11 +97,10 @@ class RenderQueueFull(Exception):
 
 
 def queue_check(settings: Settings, workspace_id: str, total: int, mine: int) -> None:
-    """Refuse a new screenshot with `RenderQueueFull` when a queue limit is reached.
+    """Refuse a new one-page render with `RenderQueueFull` when a queue limit is reached.
 
-    `total` and `mine` count active screenshot jobs (everyone's, this workspace's), read in the
-    submitting transaction under the admission lock. This is the one queue limit: a job that
-    got in opens its render request without a second check.
+    `total` and `mine` count active one-page requests and queued deck pages (everyone's, this
+    workspace's), read in the submitting transaction under the admission lock.
     """
     retry = settings.render_retry_after_seconds
     if total >= settings.render_queue_limit:

@@ -1,6 +1,6 @@
 """Deck renders: one render request for every page of a deck version, opened by a deck job.
 
-The job opens the request itself (no child screenshot job per page): one admission, one lease
+The job opens the request itself (no child render per page): one admission, one lease
 and one receipt stream for the whole deck, its pages rendered in parallel on the slots the
 attempt holds and committed one by one (`store_pages`). A lost attempt's successor renders only
 the pages still pending. Cancellation reaches the request the way it reaches any job's request (see

@@ -191,13 +191,13 @@ class ScreenshotSpec(BaseModel):
 
 def input_digest(render: dict[str, Any]) -> str:
     """SHA-256 of a render input whose document is named by its `document_key` (what
-    `ScreenshotSpec.input_hash` hashes, and a screenshot job's payload holds)."""
+    `ScreenshotSpec.input_hash` hashes, and a request's input names)."""
     canonical = json.dumps(render, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
 SCREENSHOT_KIND = "screenshot"
-"""The kind of a screenshot job and of the render request it opens (or a validation opens)."""
+"""The kind of a one-page render request: a screenshot, a validation, a deck page's check."""
 DECK_KIND = "deck"
 """The kind of a render request covering every page of a deck version (`render_pages`)."""
 

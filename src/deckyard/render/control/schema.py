@@ -77,7 +77,7 @@ render_requests = Table(
     Index("ix_render_requests_workspace_status", "workspace_id", "status"),
     Index("ix_render_requests_finished", "finished_at"),
 )
-"""What should be rendered, for whom, until when; the unit a screenshot job waits for."""
+"""What should be rendered, for whom, until when; the one unit of render work."""
 
 render_attempts = Table(
     "render_attempts",

@@ -53,6 +53,7 @@ from deckyard.render.control.store import (
 )
 from deckyard.render.control.store_pages import pages_of_request, pages_queued
 from deckyard.render.control.supervisor import Supervisor
+from deckyard.render.protocol import document_key
 
 log = logging.getLogger(__name__)
 
@@ -208,10 +209,11 @@ class RenderService:
                 self.db, self.runtime, self.settings, self.store, spec, opening, now
             )
         except Exception:
+            # The spec holds the page by value; the store has it under its content key.
+            document = spec.render_input(capture=capture).get("document")
+            keys = [document_key(document)] if isinstance(document, str) else []
             try:
-                await documents_forget(
-                    self.db, self.store, document_keys(spec.render_input(capture=capture))
-                )
+                await documents_forget(self.db, self.store, keys)
             except Exception:
                 log.warning("a refused render's page is left to the artefact sweep", exc_info=True)
             raise

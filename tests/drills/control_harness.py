@@ -1,8 +1,9 @@
 """A Lite control plane in its own process, supervising its renderers, for the supervisor drill.
 
 `python -m tests.drills.control_harness DATA_DIR URL` starts a runtime and a `RenderService`
-with one supervised renderer, prints JSON lines (`ready`, `job`, `done`), renders `URL` as a
-screenshot job, and stops cleanly when stdin closes. It runs apart from pytest because the
+with one supervised renderer, prints JSON lines (`ready`, `render`, `done`), renders `URL` as a
+one-page render request, and stops cleanly when stdin closes. (`job` repeats `render` for
+readers of the harness from when a screenshot was a job.) It runs apart from pytest because the
 supervisor makes its process a child subreaper, which must not leak into other tests.
 """
 
@@ -53,17 +54,15 @@ async def main(data_dir: Path, url: str) -> None:
     await upgrade(db)
     runtime = Runtime(db, settings=settings, migrate=False)
     service = RenderService(db, runtime, settings)
-    runtime.worker(["render"], concurrency=2)
     await runtime.start()
     await service.start()
     say("ready", renderers=renderers(service), subreaper=service.supervisor.subreaper)  # type: ignore[union-attr]
-    job = await service.screenshot(
+    request = await service.submit(
         ScreenshotSpec(url=url, width=320, height=200), workspace_id="ws"
     )
-    say("job", id=job.id)
-    done = await runtime.wait(job.id, timeout=60)
-    request = await service.request_for_job(job.id)
-    assert request is not None
+    say("render", id=request.id)
+    say("job", id=request.id)
+    done = await service.wait_for_terminal(request.id, timeout=60)
     attempts = await service.attempts(request.id)
     say(
         "done",

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from deckyard.jobs import JobContext, JobStatus, Runtime
-from deckyard.render.control.models import ScreenshotSpec
+from deckyard.render.control.models import RequestStatus, ScreenshotSpec
 from deckyard.render.control.service import RenderService
 from tests.drills.control_fixtures import hygiene, nav, running_plane, shared_renderer
 from tests.drills.control_support import NavigationSite
@@ -41,13 +41,14 @@ async def test_results_arrive_when_the_renderer_says_so_not_at_the_next_poll(
                 width=160,
                 height=90,
             )
-            jobs = [await plane.service.screenshot(spec, workspace_id="ws", dedupe=False)]
-            jobs.append(await plane.service.screenshot(spec, workspace_id="ws", dedupe=False))
-            for job in jobs:
-                done = await plane.runtime.wait(job.id, timeout=15)
-                assert done.status is JobStatus.SUCCEEDED, done.error_message
-                found = await plane.service.artifact_for_job(job.id)
-                assert found is not None and decode_png(found[0])[:2] == (160, 90)
+            renders = [await plane.service.submit(spec, workspace_id="ws", dedupe=False)]
+            renders.append(await plane.service.submit(spec, workspace_id="ws", dedupe=False))
+            assert renders[0].id != renders[1].id
+            for render in renders:
+                done = await plane.service.wait_for_terminal(render.id, timeout=15)
+                assert done.status is RequestStatus.SUCCEEDED, done.error_message
+                found = await plane.service.artifact(done)
+                assert found is not None and decode_png(found)[:2] == (160, 90)
         # The change answers carried the receipts and the PNGs: no receipt pass, no download.
         stats = plane.service.coordinator.receipts.stats
         assert stats.inline >= 1, stats

@@ -1,5 +1,8 @@
 """Seed 004's five screenshot lifecycle drills against real renderer processes and Chromium.
 
+A screenshot is a one-page render request (`RenderService.submit`); drill 2's is opened by a job
+(as a deck page's check is, `RenderGateway.run`) and cancelled through the job.
+
 Timings are scaled down (render lease 3 s in the drills about its expiry, receipt poll 0.2 s,
 request deadline 20 s, caps 2). Each drill also passes seed 004's gate (see
 `control_fixtures`): occupancy sampled throughout never exceeds the cap, every worker ends idle,
@@ -12,11 +15,14 @@ import asyncio
 import os
 import signal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from deckyard.jobs import JobStatus
+from deckyard.decks.validation.render_check import RenderGateway
+from deckyard.jobs import JobContext, JobStatus, Runtime
 from deckyard.render.control.models import AttemptState, RequestStatus, ScreenshotSpec
+from deckyard.render.control.service import RenderService
 from tests.drills.conftest import LIVE, start_renderer
 from tests.drills.control_fixtures import (
     STOPPED_EPOCHS,
@@ -40,6 +46,30 @@ SHORT_LEASE = {"render_lease_seconds": 3.0}
 SLIDE = "<html><body style='margin:0;background:#c00'><h1>slide</h1></body></html>"
 
 
+PAGE_CHECK = "drill.page_check"
+
+
+def page_check_job(runtime: Runtime, service: RenderService) -> None:
+    """A job that renders its payload's spec as one request opened for it, as a deck page's
+    check does (`RenderGateway.run`), and returns the render's id and result."""
+    gateway = RenderGateway(service, runtime)
+
+    @runtime.handler(PAGE_CHECK, queue="render", max_attempts=1)
+    async def check(ctx: JobContext) -> dict[str, Any]:
+        spec = ScreenshotSpec.model_validate(ctx.payload["spec"])
+        outcome = await gateway.run(spec, workspace_id="ws", parent_id=ctx.id, timeout=30)
+        return {"request_id": outcome.request_id, "error_code": outcome.error_code}
+
+
+async def renderer_up(plane: Plane) -> None:
+    """Wait until the plane has probed a renderer up (a page check refuses to queue without)."""
+
+    async def up() -> bool:
+        return any(r["state"] == "up" for r in await plane.service.renderers())
+
+    await eventually(up, timeout=20, every=0.05, what="a renderer up")
+
+
 async def request_of(plane: Plane, job_id: int) -> int:
     """The render request a job opened (waiting for it to exist)."""
 
@@ -55,40 +85,38 @@ async def test_drill1_cancel_during_navigation(
 ) -> None:
     async with running_plane(tmp_path, shared_renderer) as plane:
         spec = ScreenshotSpec(url=nav.url("d1"), width=320, height=200)
-        job = await plane.service.screenshot(spec, workspace_id="ws")
-        req_id = await request_of(plane, job.id)
+        req_id = (await plane.service.submit(spec, workspace_id="ws")).id
 
         async def navigating() -> bool:
             return nav.hits.get("d1", 0) >= 1
 
         await eventually(navigating, timeout=20, every=0.05)
-        await plane.runtime.cancel(job.id)
-        done = await plane.runtime.wait(job.id, timeout=10)
+        await plane.service.cancel_request(req_id)
         request = await plane.service.wait_for_terminal(req_id, timeout=10)
         nav.release("d1")
-        assert done.status is JobStatus.CANCELLED
-        assert done.result is None
         assert request.status is RequestStatus.CANCELLED
         assert request.result is None and request.artifact_key is None
         [attempt] = await plane.service.attempts(req_id)
         assert attempt.status is AttemptState.CANCELLED
         assert attempt.active_occupancy == 0
         assert await plane.results() == []
-        assert await plane.service.artifact_for_job(job.id) is None
+        assert await plane.service.artifact(request) is None
 
 
 async def test_drill2_cancel_while_the_png_is_on_its_way(
     tmp_path: Path, shared_renderer: RendererProcess
 ) -> None:
-    async with running_plane(tmp_path, shared_renderer) as plane:
+    async with running_plane(tmp_path, shared_renderer, before_start=page_check_job) as plane:
+        await renderer_up(plane)
         plane.proxy.hold_artifacts = True
-        job = await plane.service.screenshot(
-            ScreenshotSpec(html=SLIDE, width=320, height=200), workspace_id="ws"
+        spec = ScreenshotSpec(html=SLIDE, width=320, height=200)
+        job = await plane.runtime.enqueue(
+            PAGE_CHECK, {"spec": spec.model_dump(mode="json")}, queue="render", workspace_id="ws"
         )
         req_id = await request_of(plane, job.id)
         await asyncio.to_thread(plane.proxy.held.wait, 20)
         assert plane.proxy.held.is_set(), "the real PNG never came back through the proxy"
-        await plane.runtime.cancel(job.id)
+        await plane.runtime.cancel(job.id)  # the job's cancel reaches the request it opened
         request = await plane.service.wait_for_terminal(req_id, timeout=10)
         plane.proxy.release.set()
         committer = plane.service.coordinator.committer
@@ -112,10 +140,8 @@ async def test_drill3_sigkill_renderer_lease_expires_then_new_attempt_wins(
     second: RendererProcess | None = None
     try:
         async with running_plane(tmp_path, first, **SHORT_LEASE) as plane:
-            job = await plane.service.screenshot(
-                ScreenshotSpec(url=nav.url("d3"), width=320, height=200), workspace_id="ws"
-            )
-            req_id = await request_of(plane, job.id)
+            spec = ScreenshotSpec(url=nav.url("d3"), width=320, height=200)
+            req_id = (await plane.service.submit(spec, workspace_id="ws")).id
 
             async def navigating() -> bool:
                 attempts = await plane.service.attempts(req_id)
@@ -151,15 +177,17 @@ async def test_drill3_sigkill_renderer_lease_expires_then_new_attempt_wins(
 
             second = start_renderer(site, slots=2, **renderer_env(nav))
             plane.proxy.upstream = second.url
-            done = await plane.runtime.wait(job.id, timeout=30)
-            assert done.status is JobStatus.SUCCEEDED, done
+            done = await plane.service.wait_for_terminal(req_id, timeout=30)
+            assert done.status is RequestStatus.SUCCEEDED, done
             attempts = await plane.service.attempts(req_id)
             assert [a.status for a in attempts] == [AttemptState.LOST, AttemptState.SUCCEEDED]
             assert attempts[1].renderer_epoch == second.ready["epoch"]
+            assert done.result is not None
             assert done.result["attempt_key"] == attempts[1].attempt_key
-            artefact = await plane.service.artifact_for_job(job.id)
-            assert artefact is not None and artefact[1] == "image/png"
-            assert decode_png(artefact[0])[:2] == (320, 200)
+            assert done.result["content_type"] == "image/png"
+            artefact = await plane.service.artifact(done)
+            assert artefact is not None
+            assert decode_png(artefact)[:2] == (320, 200)
         if first.tmp_dir.exists():
             assert settled_sync(lambda: list(first.tmp_dir.iterdir()), 10) == []
             first.tmp_dir.rmdir()
@@ -175,13 +203,12 @@ async def test_drill4_png_after_lease_expiry_is_refused_new_attempt_wins(
 ) -> None:
     async with running_plane(tmp_path, shared_renderer, **SHORT_LEASE) as plane:
         plane.proxy.hold_artifacts = True
-        job = await plane.service.screenshot(
-            ScreenshotSpec(html=SLIDE, width=400, height=300), workspace_id="ws"
-        )
-        req_id = await request_of(plane, job.id)
+        spec = ScreenshotSpec(html=SLIDE, width=400, height=300)
+        req_id = (await plane.service.submit(spec, workspace_id="ws")).id
         await asyncio.to_thread(plane.proxy.held.wait, 20)
-        done = await plane.runtime.wait(job.id, timeout=30)
-        assert done.status is JobStatus.SUCCEEDED, done
+        done = await plane.service.wait_for_terminal(req_id, timeout=30)
+        assert done.status is RequestStatus.SUCCEEDED, done
+        assert done.result is not None
         plane.proxy.release.set()
         committer = plane.service.coordinator.committer
 
@@ -203,22 +230,15 @@ async def test_drill5_navigation_never_completes_under_a_hard_deadline(
     async with running_plane(
         tmp_path, shared_renderer, render_attempt_timeout_seconds=1.5
     ) as plane:
-        job = await plane.service.screenshot(
-            ScreenshotSpec(url=nav.url("always-d5"), width=320, height=200),
-            workspace_id="ws",
-        )
-        req_id = await request_of(plane, job.id)
-        done = await plane.runtime.wait(job.id, timeout=30)
+        spec = ScreenshotSpec(url=nav.url("always-d5"), width=320, height=200)
+        req_id = (await plane.service.submit(spec, workspace_id="ws")).id
+        request = await plane.service.wait_for_terminal(req_id, timeout=30)
         nav.release("always-d5")
-        request = await plane.service.request(req_id)
-        assert request is not None
         assert request.status is RequestStatus.FAILED
         assert request.error_code == "RENDER_DEADLINE_EXCEEDED"
         attempts = await plane.service.attempts(req_id)
         assert len(attempts) == 3
         assert {a.error_code for a in attempts} == {"RENDER_DEADLINE_EXCEEDED"}
         assert all(a.active_occupancy == 0 for a in attempts)
-        assert done.status is JobStatus.FAILED
-        assert done.error_code == "RENDER_DEADLINE_EXCEEDED"
-        assert request.result is None and done.result is None
+        assert request.result is None and request.artifact_key is None
         assert await plane.results() == []

@@ -23,16 +23,18 @@ from deckyard.config import Settings
 from deckyard.db import Database
 from deckyard.db.migrate import upgrade
 from deckyard.jobs import Runtime
+from deckyard.jobs.schema import jobs
 from deckyard.render.control.client import RendererSource, RendererSources
 from deckyard.render.control.coordinator import Coordinator, RenderQueueFull
 from deckyard.render.control.models import (
+    SCREENSHOT_KIND,
     AttemptState,
     RenderRequest,
     RequestStatus,
     ScreenshotSpec,
 )
+from deckyard.render.control.requests import request_waiters, wait_for_terminal
 from deckyard.render.control.schema import render_attempts, render_requests, renderers
-from deckyard.render.control.screenshots import request_waiters, wait_for_terminal
 from deckyard.render.control.service import RenderService
 from deckyard.render.control.store import (
     NewRequest,
@@ -41,6 +43,7 @@ from deckyard.render.control.store import (
     attempts_of_request,
     request_get,
     request_insert,
+    requests_active_count,
     result_commit,
 )
 from tests.integration.render.fake_renderer import FakeFleet, FakeRenderer
@@ -298,16 +301,47 @@ async def test_queue_limits_refuse_new_screenshots(db: Database, tmp_path: Path)
     def spec(n: int) -> ScreenshotSpec:
         return ScreenshotSpec(html=f"<p>{n}</p>")
 
-    await service.screenshot(spec(1), workspace_id="a")
-    await service.screenshot(spec(2), workspace_id="a")
+    first = await service.submit(spec(1), workspace_id="a")
+    await service.submit(spec(2), workspace_id="a")
     with pytest.raises(RenderQueueFull, match="workspace a"):
-        await service.screenshot(spec(3), workspace_id="a")
-    await service.screenshot(spec(1), workspace_id="b")
+        await service.submit(spec(3), workspace_id="a")
+    # joining the active request for the same input adds nothing to the queue: not refused
+    assert (await service.submit(spec(1), workspace_id="a")).id == first.id
+    await service.submit(spec(1), workspace_id="b")
     with pytest.raises(RenderQueueFull) as info:
-        await service.screenshot(spec(1), workspace_id="c")
+        await service.submit(spec(1), workspace_id="c")
     assert info.value.code == "RENDER_QUEUE_FULL"
     assert info.value.retry_after == s.render_retry_after_seconds
-    assert sum(sum(d.values()) for d in (await runtime.depths()).values()) == 3
+    async with db.read_connection() as conn:
+        assert await requests_active_count(conn, SCREENSHOT_KIND, "a") == (3, 2)
+    assert await service.of_workspace("c") == []
+
+
+async def test_a_request_a_job_opened_counts_in_the_queue_limits(
+    db: Database, tmp_path: Path
+) -> None:
+    """A one-page request counts whatever opened it: a job's (a deck page's check) fills the
+    workspace's queue like a `POST /v1/screenshots`, and is refused by it alike."""
+    s = settings(
+        render_queue_limit=10, render_workspace_queue_limit=2, renderers=0, data_dir=tmp_path
+    )
+    runtime = Runtime(db, settings=s, migrate=False)
+    service = RenderService(db, runtime, s, supervise=False)
+    job = await runtime.enqueue("test.parked", {}, queue="parked", workspace_id="a")
+    async with db.write_transaction() as conn:  # as a worker running it would have it
+        await conn.execute(update(jobs).where(jobs.c.id == job.id).values(status="running"))
+    for n in range(2):
+        opened = await service.submit(
+            ScreenshotSpec(html=f"<p>{n}</p>"), workspace_id="a", parent_job_id=job.id
+        )
+        assert opened.parent_job_id == job.id
+    with pytest.raises(RenderQueueFull, match="workspace a"):
+        await service.submit(ScreenshotSpec(html="<p>direct</p>"), workspace_id="a")
+    with pytest.raises(RenderQueueFull, match="workspace a"):
+        await service.submit(
+            ScreenshotSpec(html="<p>2</p>"), workspace_id="a", parent_job_id=job.id
+        )
+    await service.submit(ScreenshotSpec(html="<p>direct</p>"), workspace_id="b")
 
 
 # --- leases, receipts, recovery ---------------------------------------------------------------

@@ -1,8 +1,8 @@
-"""Deck requests count in the render queue limits, one queued screenshot per page to render.
+"""Deck requests count in the render queue limits, one queued one-page render per page to render.
 
 A deck job's request is refused (`RENDER_QUEUE_FULL`) when its pages would pass the global or
-the workspace's queue limit, counting active screenshot jobs and other decks' pending pages; a
-screenshot is refused while decks' pending pages fill the queue. SQLite and PostgreSQL.
+the workspace's queue limit, counting active one-page render requests and other decks' pending
+pages; a screenshot is refused while decks' pending pages fill the queue. SQLite and PostgreSQL.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ async def queues(db: Database, tmp_path: Path) -> AsyncIterator[Queues]:
         request = await service.decks.open(ctx, specs)
         return {"request_id": request.id}
 
-    # only deck jobs run: screenshot jobs stay queued, and count as queued
+    # no renderer: every render request stays queued, and counts as queued
     runtime.worker([DECK_QUEUE], concurrency=1)
     await runtime.start()
     try:
@@ -72,8 +72,8 @@ async def queues(db: Database, tmp_path: Path) -> AsyncIterator[Queues]:
 
 
 async def test_a_deck_whose_pages_pass_the_workspace_limit_is_refused(queues: Queues) -> None:
-    await queues.service.screenshot(spec(100), workspace_id="a")
-    await queues.service.screenshot(spec(101), workspace_id="a")
+    await queues.service.submit(spec(100), workspace_id="a")
+    await queues.service.submit(spec(101), workspace_id="a")
     refused = await queues.deck("a", pages=3)
     assert refused.status is JobStatus.FAILED
     assert refused.error_code == "RENDER_QUEUE_FULL", refused.error_message
@@ -82,8 +82,8 @@ async def test_a_deck_whose_pages_pass_the_workspace_limit_is_refused(queues: Qu
     assert opened.status is JobStatus.SUCCEEDED, opened.error_message
     # the workspace's queue is full now: two screenshots and two pages still to render
     with pytest.raises(RenderQueueFull, match="workspace a"):
-        await queues.service.screenshot(spec(102), workspace_id="a")
-    await queues.service.screenshot(spec(102), workspace_id="b")
+        await queues.service.submit(spec(102), workspace_id="a")
+    await queues.service.submit(spec(102), workspace_id="b")
 
 
 async def test_decks_pending_pages_count_in_the_global_limit(queues: Queues) -> None:
@@ -93,7 +93,7 @@ async def test_decks_pending_pages_count_in_the_global_limit(queues: Queues) -> 
     assert refused.error_code == "RENDER_QUEUE_FULL", refused.error_message
     assert (await queues.deck("b", pages=2, first=10)).status is JobStatus.SUCCEEDED
     with pytest.raises(RenderQueueFull, match="screenshots are queued"):
-        await queues.service.screenshot(spec(200), workspace_id="c")
+        await queues.service.submit(spec(200), workspace_id="c")
 
 
 def test_a_deck_larger_than_a_limit_is_not_retried() -> None:

@@ -87,7 +87,9 @@ class Node:
             self.db, self.runtime, settings, clock, renders=self.render.kept_finished_after
         )
         queues = {h.queue for h in self.runtime.handlers.values()}
-        self.runtime.worker(sorted(queues - {DECK_QUEUE, AI_QUEUE, WEBHOOK_QUEUE}))
+        if rest := sorted(queues - {DECK_QUEUE, AI_QUEUE, WEBHOOK_QUEUE}):
+            # every other queue with a handler (an empty list would mean every queue)
+            self.runtime.worker(rest)
         self.runtime.worker([WEBHOOK_QUEUE], concurrency=settings.webhook_concurrency)
         self.runtime.worker([DECK_QUEUE], concurrency=settings.deck_job_concurrency)
         if self.ai.configured:

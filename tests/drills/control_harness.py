@@ -67,6 +67,7 @@ async def main(data_dir: Path, url: str) -> None:
     say(
         "done",
         status=done.status.value,
+        error=[done.error_code, done.error_message],
         result=done.result,
         attempts=[
             {"status": a.status.value, "epoch": a.renderer_epoch, "error": a.error_code}

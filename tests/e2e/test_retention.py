@@ -14,8 +14,8 @@ from PIL import Image
 
 from tests.helpers.decks import json_deck
 from tests.helpers.eventually import eventually_sync
+from tests.helpers.renders import sse_events
 from tests.helpers.server import Server, clean_env, create_token
-from tests.integration.test_api_screenshots import sse_events
 
 pytestmark = pytest.mark.processes
 

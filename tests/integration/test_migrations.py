@@ -326,7 +326,8 @@ async def test_active_screenshot_jobs_are_retired_and_other_jobs_left_alone(db_u
         # nothing to undo: back at 0017 the retired jobs stay failed
         await downgrade_to(db_url, "0017")
         async with db.write_transaction() as conn:
-            statuses = dict((await conn.execute(select(jobs.c.id, jobs.c.status))).all())
+            found = (await conn.execute(select(jobs.c.id, jobs.c.status))).all()
+        statuses: dict[int, str] = {row.id: row.status for row in found}
         assert statuses[ids["pending shot"]] == statuses[ids["running shot"]] == "failed"
         assert statuses[ids["pending page shot"]] == "pending"
         assert statuses[ids["running export"]] == "running"

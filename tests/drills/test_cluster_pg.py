@@ -1,8 +1,8 @@
 """A PostgreSQL cluster drill: two `deckyard serve` nodes share one renderer; one is SIGKILLed.
 
-Both nodes take screenshot jobs and coordinate only through PostgreSQL (row locks, SKIP LOCKED,
-LISTEN/NOTIFY). The renderer's slots are never oversubscribed, and after one node dies mid-batch
-the survivor finishes every job exactly once.
+Both nodes take screenshots (render requests) and coordinate only through PostgreSQL (row locks,
+SKIP LOCKED, LISTEN/NOTIFY). The renderer's slots are never oversubscribed, and after one node
+dies mid-batch the survivor finishes every render exactly once.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ import pytest
 
 from tests.drills.support import SECRET, RendererProcess, zombies
 from tests.helpers.eventually import eventually_sync, settled_sync
-from tests.helpers.server import Server, clean_env, create_token, event_types
+from tests.helpers.renders import assert_rendered_once_each, render_statuses, sse_events
+from tests.helpers.server import Server, clean_env, create_token
 
 pytestmark = [pytest.mark.chromium, pytest.mark.processes, pytest.mark.postgres, pytest.mark.slow]
 N = 16
@@ -49,7 +50,7 @@ def renderer() -> Iterator[RendererProcess]:
 
 
 def page(i: int) -> str:
-    return f"<!doctype html><body style='margin:0'><h1>node job {i}</h1></body>"
+    return f"<!doctype html><body style='margin:0'><h1>node render {i}</h1></body>"
 
 
 def test_two_nodes_share_a_renderer_and_survive_a_kill(
@@ -92,9 +93,7 @@ def test_two_nodes_share_a_renderer_and_survive_a_kill(
         def states() -> dict[int, str]:
             renderers = client.get(f"{b.url}/v1/renderers", headers=headers).json()
             occupancy.extend(w["occupancy"] for w in renderers)
-            return {
-                i: client.get(f"{b.url}/v1/jobs/{i}", headers=headers).json()["status"] for i in ids
-            }
+            return render_statuses(client, headers, ids, b.url)
 
         def three_done() -> bool:
             return sum(s == "succeeded" for s in states().values()) >= 3
@@ -110,12 +109,15 @@ def test_two_nodes_share_a_renderer_and_survive_a_kill(
             return all(s == "succeeded" for s in now.values())
 
         eventually_sync(all_succeeded, timeout=120, every=0.25, what="every screenshot done")
-        for job_id in ids:
-            types = event_types(client, b.url, headers, job_id)
-            assert types.count("succeeded") == 1, (job_id, types)
-            art = client.get(f"{b.url}/v1/jobs/{job_id}/artifact", headers=headers)
-            assert art.status_code == 200
+        for render_id in ids:
+            # the survivor follows each render to its end, and serves its picture
+            stream = client.get(f"{b.url}/v1/renders/{render_id}/events", headers=headers)
+            assert [e for e, _ in sse_events(stream.text)] == ["succeeded"], stream.text
+            art = client.get(f"{b.url}/v1/renders/{render_id}/artifact", headers=headers)
+            assert art.status_code == 200 and art.content[:4] == b"\x89PNG"
         renderers = client.get(f"{b.url}/v1/renderers", headers=headers).json()
+    # exactly once, counted in the database: one succeeded attempt per render
+    assert_rendered_once_each(pg_schema_url, ids)
     peak = max(occupancy)
     assert peak <= SLOTS, f"occupancy {peak} exceeded the renderer's {SLOTS} slots"
     assert [w["occupancy"] for w in renderers] == [0]

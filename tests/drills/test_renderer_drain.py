@@ -6,14 +6,13 @@
 - A rolling restart under steady load: `deckyard serve` with two supervised renderers and a
   stream of screenshots; one renderer is drained through `POST /v1/renderers/{id}/drain`, then
   the other by SIGTERM, each while a slow page runs on it. Every screenshot succeeds exactly
-  once: one job run, one render request, one succeeded attempt, an artefact; what the drains
+  once: one render request (no job), one succeeded attempt, an artefact; what the drains
   handed back cost no attempt; nothing was lost on the way out; the supervisor replaced each
   renderer without a crash backoff.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import select
@@ -28,12 +27,11 @@ import psutil
 import pytest
 from sqlalchemy import select as sql_select
 
-from deckyard.db import Database
-from deckyard.jobs.schema import jobs
 from deckyard.render.control.schema import render_attempts, render_requests, renderers
 from tests.drills.conftest import LIVE, start_renderer, stop_renderer
 from tests.drills.support import DrillSite, RendererProcess, zombies
 from tests.helpers.eventually import eventually_sync, settled_sync
+from tests.helpers.renders import assert_rendered_once_each, query
 from tests.helpers.server import Server, clean_env, create_token
 
 pytestmark = [pytest.mark.chromium, pytest.mark.processes, pytest.mark.slow]
@@ -137,14 +135,14 @@ class Load:
         body = {"html": html(f"load {self._n}"), "width": 200, "height": 100}
         answer = self.client.post("/v1/screenshots", json={**body, "wait": {"delay_ms": delay_ms}})
         assert answer.status_code == 202, answer.text
-        job_id: int = answer.json()["id"]
-        self.ids.append(job_id)
-        return job_id
+        render_id: int = answer.json()["id"]
+        self.ids.append(render_id)
+        return render_id
 
     def slow(self) -> int:
-        job_id = self.submit(SLOW_MS)
-        self.slow_ids.append(job_id)
-        return job_id
+        render_id = self.submit(SLOW_MS)
+        self.slow_ids.append(render_id)
+        return render_id
 
     def start(self) -> None:
         self._thread.start()
@@ -155,12 +153,12 @@ class Load:
             while not self._stop.is_set():
                 while len(open_ids) < IN_FLIGHT:
                     open_ids.append(self.submit())
-                for job_id in list(open_ids):
-                    status = self.client.get(f"/v1/jobs/{job_id}").json()["status"]
+                for render_id in list(open_ids):
+                    status = self.client.get(f"/v1/renders/{render_id}").json()["status"]
                     if status in ("failed", "cancelled"):
-                        self.problems.append(f"job {job_id} {status}")
+                        self.problems.append(f"render {render_id} {status}")
                     if status in ("succeeded", "failed", "cancelled"):
-                        open_ids.remove(job_id)
+                        open_ids.remove(render_id)
                 self._stop.wait(0.05)
         except Exception as exc:  # reported by the test, not lost in a thread
             self.problems.append(repr(exc))
@@ -171,26 +169,14 @@ class Load:
         self.client.close()
 
 
-def query(url: str, statement: Any) -> list[Any]:
-    async def run() -> list[Any]:
-        db = Database(url)
-        try:
-            async with db.read_connection() as conn:
-                return list(await conn.execute(statement))
-        finally:
-            await db.dispose()
-
-    return asyncio.run(run())
-
-
-def running_on(url: str, job_id: int) -> int | None:
-    """The renderer row holding the active attempt of a job's render request, if any."""
-    a, r = render_attempts.c, render_requests.c
+def running_on(url: str, render_id: int) -> int | None:
+    """The renderer row holding the active attempt of a render request, if any."""
+    a = render_attempts.c
     rows = query(
         url,
-        sql_select(a.renderer_id)
-        .join(render_requests, r.id == a.request_id)
-        .where(r.parent_job_id == job_id, a.active_occupancy == 1, a.status == "running"),
+        sql_select(a.renderer_id).where(
+            a.request_id == render_id, a.active_occupancy == 1, a.status == "running"
+        ),
     )
     return rows[0].renderer_id if rows else None
 
@@ -198,15 +184,15 @@ def running_on(url: str, job_id: int) -> int | None:
 def slow_page_on(url: str, load: Load, renderer_row_id: int) -> int:
     """Submit slow screenshots until one of them runs on `renderer_row_id`."""
     for _ in range(4):
-        job_id = load.slow()
+        render_id = load.slow()
         where = eventually_sync(
-            lambda job_id=job_id: running_on(url, job_id),  # type: ignore[misc]
+            lambda render_id=render_id: running_on(url, render_id),  # type: ignore[misc]
             timeout=30,
             every=0.05,
-            what=f"slow job {job_id} running",
+            what=f"slow render {render_id} running",
         )
         if where == renderer_row_id:
-            return job_id
+            return render_id
     raise AssertionError(f"no slow page landed on renderer {renderer_row_id}")
 
 
@@ -251,7 +237,7 @@ def test_rolling_restart_under_load_every_screenshot_succeeds_once(
     load = Load(server, headers)
     load.start()
     family = set()
-    slow_on: dict[str, int] = {}  # renderer epoch -> the slow job running there at its drain
+    slow_on: dict[str, int] = {}  # renderer epoch -> the slow render running there at its drain
     try:
         for i, name in enumerate(sorted(first)):
             row = first[name]
@@ -280,13 +266,13 @@ def test_rolling_restart_under_load_every_screenshot_succeeds_once(
     assert not load.problems, load.problems
 
     def all_done() -> bool:
-        states = [api.get(f"/v1/jobs/{i}").json()["status"] for i in load.ids]
+        states = [api.get(f"/v1/renders/{i}").json()["status"] for i in load.ids]
         assert not {"failed", "cancelled"} & set(states), states
         return all(s == "succeeded" for s in states)
 
     eventually_sync(all_done, timeout=60, every=0.2, what="every screenshot done")
-    for job_id in load.ids[-3:]:
-        assert api.get(f"/v1/jobs/{job_id}/artifact").content[:4] == b"\x89PNG"
+    for render_id in load.ids[-3:]:
+        assert api.get(f"/v1/renders/{render_id}/artifact").content[:4] == b"\x89PNG"
     final = listed()
     assert all(r["state"] == "up" and r["draining_since"] is None for r in final.values())
     api.close()
@@ -295,38 +281,22 @@ def test_rolling_restart_under_load_every_screenshot_succeeds_once(
     left = settled_sync(lambda: {p for p in family if psutil.pid_exists(p)}, timeout=15)
     assert not left, f"processes outlived the server: {left}"
 
-    # exactly once, counted in the database
-    j, r, a = jobs.c, render_requests.c, render_attempts.c
-    job_rows = query(pg_schema_url, sql_select(j.id, j.status, j.attempt).where(j.id.in_(load.ids)))
-    assert {(x.status, x.attempt) for x in job_rows} == {("succeeded", 1)}
-    assert len(job_rows) == len(load.ids) >= 10
-    requests = query(
-        pg_schema_url,
-        sql_select(r.id, r.parent_job_id, r.status, r.attempts, r.artifact_key).where(
-            r.parent_job_id.in_(load.ids)
-        ),
-    )
-    assert sorted(x.parent_job_id for x in requests) == sorted(load.ids)  # one each
-    assert {(x.status, x.attempts) for x in requests} == {("succeeded", 1)}  # budget untouched
-    assert all(x.artifact_key for x in requests)
-    attempts = query(
-        pg_schema_url,
-        sql_select(a.request_id, a.status, a.error_code, a.renderer_epoch).where(
-            a.request_id.in_([x.id for x in requests])
-        ),
-    )
-    succeeded = [x.request_id for x in attempts if x.status == "succeeded"]
-    assert sorted(succeeded) == sorted(x.id for x in requests)  # one success each, no duplicate
+    # exactly once, counted in the database: one request each (no job), succeeded with an
+    # artefact and one succeeded attempt
+    assert len(set(load.ids)) == len(load.ids) >= 10
+    attempts = assert_rendered_once_each(pg_schema_url, load.ids)
+    r = render_requests.c
+    requests = query(pg_schema_url, sql_select(r.id, r.attempts).where(r.id.in_(load.ids)))
+    assert {x.attempts for x in requests} == {1}  # what the drains handed back cost no attempt
     others = {(x.status, x.error_code) for x in attempts if x.status != "succeeded"}
     assert others <= {("failed", "RENDER_WORKER_STOPPED"), ("failed", "RENDER_NO_FREE_SLOT")}
-    by_job = {x.parent_job_id: x.id for x in requests}
     handed = {
         (x.renderer_epoch, x.request_id)
         for x in attempts
         if x.error_code == "RENDER_WORKER_STOPPED"
     }
-    for epoch, job_id in slow_on.items():  # each drain handed its slow page back
-        assert (epoch, by_job[job_id]) in handed, (epoch, job_id, attempts)
+    for epoch, render_id in slow_on.items():  # each drain handed its slow page back
+        assert (epoch, render_id) in handed, (epoch, render_id, attempts)
     rows = query(pg_schema_url, sql_select(renderers.c.name, renderers.c.epoch))
     assert {x.epoch for x in rows}.isdisjoint(slow_on)
     assert output.count("drained; starting its replacement") == 2, output[-3000:]

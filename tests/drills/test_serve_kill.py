@@ -1,7 +1,8 @@
-"""Drill 6: SIGKILL `deckyard serve` (Lite) in the middle of 20 screenshot jobs, start it again.
+"""Drill 6: SIGKILL `deckyard serve` (Lite) in the middle of 20 screenshots, start it again.
 
-Every job must complete exactly once: succeeded, one `succeeded` event, an artefact; and the
-killed server's renderer and Chromium processes must not outlive it.
+Every screenshot (a render request) must complete exactly once: succeeded, its events stream
+ending `succeeded`, an artefact, one succeeded attempt in the database; and the killed server's
+renderer and Chromium processes must not outlive it.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ import pytest
 
 from tests.drills.support import zombies
 from tests.helpers.eventually import eventually_sync, settled_sync
-from tests.helpers.server import Server, clean_env, create_token, event_types
+from tests.helpers.renders import assert_rendered_once_each, render_statuses, sse_events
+from tests.helpers.server import Server, clean_env, create_token
 
 pytestmark = [pytest.mark.chromium, pytest.mark.processes, pytest.mark.slow]
 N = 20
@@ -64,16 +66,16 @@ def alive(pids: set[int]) -> set[int]:
 def page(i: int) -> str:
     return (
         "<!doctype html><html><body style='margin:0'>"
-        f"<div style='width:200px;height:100px;background:rgb({i * 10},80,160)'>job {i}</div>"
+        f"<div style='width:200px;height:100px;background:rgb({i * 10},80,160)'>shot {i}</div>"
         "</body></html>"
     )
 
 
 def statuses(client: httpx.Client, headers: dict[str, str], ids: list[int]) -> dict[int, str]:
-    return {i: client.get(f"/v1/jobs/{i}", headers=headers).json()["status"] for i in ids}
+    return render_statuses(client, headers, ids)
 
 
-def test_sigkill_serve_mid_batch_then_every_job_completes_once(
+def test_sigkill_serve_mid_batch_then_every_screenshot_completes_once(
     tmp_path: Path, servers: list[Server]
 ) -> None:
     env = clean_env(tmp_path, **ENV)
@@ -117,17 +119,19 @@ def test_sigkill_serve_mid_batch_then_every_job_completes_once(
             return all(s == "succeeded" for s in now.values())
 
         eventually_sync(all_succeeded, timeout=150, every=0.25, what="every screenshot done")
-        for job_id in ids:
-            types = event_types(client, "", headers, job_id)
-            assert types.count("succeeded") == 1, (job_id, types)
-            art = client.get(f"/v1/jobs/{job_id}/artifact", headers=headers)
+        for render_id in ids:
+            stream = client.get(f"/v1/renders/{render_id}/events", headers=headers)
+            assert [e for e, _ in sse_events(stream.text)] == ["succeeded"], stream.text
+            art = client.get(f"/v1/renders/{render_id}/artifact", headers=headers)
             assert art.status_code == 200, (
-                job_id,
+                render_id,
                 art.text,
-                client.get(f"/v1/jobs/{job_id}", headers=headers).json(),
+                client.get(f"/v1/renders/{render_id}", headers=headers).json(),
             )
             assert art.content[:8] == b"\x89PNG\r\n\x1a\n"
     family = tree(second.proc.pid)
     second.stop()
     left = settled_sync(lambda: alive(family), timeout=15, every=0.2)
     assert left == set(), f"a stopped server left processes behind: {left}"
+    # exactly once, counted in the database (the Lite file, once no server holds it)
+    assert_rendered_once_each(f"sqlite:///{tmp_path / 'data' / 'deckyard.db'}", ids)

@@ -2,7 +2,8 @@
 
 Both used to name their renderer `{hostname}-lite-0`: each node read the other's epoch as a
 restart of its own renderer and every render failed with RENDER_RESULT_LOST. Names are unique
-per process now; every job succeeds, on both nodes, and two renderers are listed.
+per process now; every screenshot (a render request) succeeds, on both nodes, and two renderers
+are listed.
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.helpers.renders import assert_rendered_once_each
 from tests.helpers.server import Server, clean_env, create_token
 
 pytestmark = [pytest.mark.chromium, pytest.mark.processes, pytest.mark.postgres, pytest.mark.slow]
-JOBS = 6
+SHOTS = 6
 
 
 def test_two_nodes_on_one_host_each_with_a_renderer(
@@ -44,7 +46,7 @@ def test_two_nodes_on_one_host_each_with_a_renderer(
             time.sleep(0.2)
         assert len({r["name"] for r in listed}) == 2, listed
         ids = []
-        for i in range(JOBS):
+        for i in range(SHOTS):
             r = client.post(
                 f"{nodes[i % 2].url}/v1/screenshots",
                 headers=headers,
@@ -55,7 +57,7 @@ def test_two_nodes_on_one_host_each_with_a_renderer(
         deadline = time.monotonic() + 120
         while True:
             states = {
-                i: client.get(f"{nodes[1].url}/v1/jobs/{i}", headers=headers).json() for i in ids
+                i: client.get(f"{nodes[1].url}/v1/renders/{i}", headers=headers).json() for i in ids
             }
             if all(s["status"] == "succeeded" for s in states.values()):
                 break
@@ -63,3 +65,7 @@ def test_two_nodes_on_one_host_each_with_a_renderer(
             assert not bad, bad
             assert time.monotonic() < deadline, states
             time.sleep(0.2)
+        for i in ids:  # either node serves any render's picture
+            art = client.get(f"{nodes[i % 2].url}/v1/renders/{i}/artifact", headers=headers)
+            assert art.status_code == 200 and art.content[:4] == b"\x89PNG", art.text
+    assert_rendered_once_each(pg_schema_url, ids)

@@ -1,9 +1,10 @@
 """The real app served for the dashboard's browser test, plus demo job kinds to watch.
 
-Screenshots are real (`POST /v1/screenshots`, rendered by the server's own renderer), but the
-server has no route that enqueues an arbitrary job or starts an arbitrary task, so this module
-(run as `python -m tests.e2e.dashboard_server --port N`) builds the app with `create_app`
-exactly as `deckyard serve` does, then adds, for tests only:
+Screenshots are real render requests (`POST /v1/screenshots`, rendered by the server's own
+renderer, shown on `/ui/renders`, never as jobs), but the server has no route that enqueues an
+arbitrary job or starts an arbitrary task, so this module (run as
+`python -m tests.e2e.dashboard_server --port N`) builds the app with `create_app` exactly as
+`deckyard serve` does, then adds, for tests only:
 
 - handlers on the `demo` queue: `demo.step` (emits progress, succeeds after `seconds`) and
   `demo.hold` (runs until cancelled);

@@ -179,9 +179,6 @@ async def test_dashboard_in_a_browser(
     await expect(page.locator(f"#job-{failed}")).to_contain_text("NO_HANDLER")
     snap = await api.post("/v1/screenshots", html=SLIDE, width=1280, height=720)
     parked = [await api.enqueue("demo.step", delay=3600) for _ in range(3)]
-    await expect(page.locator(f"#job-{snap}")).to_have_attribute(
-        "data-status", "succeeded", timeout=RENDER_WAIT_MS
-    )
     await expect(page.locator(f"#job-{parked[-1]}")).to_be_visible(timeout=WAIT_MS)
 
     # Filters narrow the list.
@@ -189,22 +186,41 @@ async def test_dashboard_in_a_browser(
     await page.click("text=Apply")
     await expect(page.locator("tbody tr")).to_have_count(1)
     await page.goto(f"{srv.url}/ui/jobs")
+    await expect(page.locator(f"#job-{parked[-1]}")).to_be_visible()
     await shot(page, tmp_path, "jobs")
+    # A screenshot is a render request, not a job: the jobs list never shows it.
+    await expect(page.locator("tbody a.kind", has_text="screenshot")).to_have_count(0)
 
-    # The screenshot job: its timeline, a thumbnail, and the full image behind it.
-    await page.click(f"#job-{snap} a.kind")
+    # A job's page: its timeline from start to finish.
+    await page.click(f"#job-{live} a.kind")
     await expect(page.get_by_test_id("job-status")).to_have_text("succeeded")
     timeline = page.get_by_test_id("timeline")
     await expect(timeline).to_contain_text("started")
     await expect(timeline).to_contain_text("succeeded")
+    await shot(page, tmp_path, "job")
+
+    # The screenshot on the renders page, listed, followed until it succeeds without a reload.
+    await page.get_by_role("link", name="Renders", exact=True).click()
+    await expect(page).to_have_url(f"{srv.url}/ui/renders")
+    row = page.locator(f"#render-{snap}")
+    await expect(row).to_be_visible()
+    await expect(row).to_contain_text("screenshot")
+    await expect(row).to_have_attribute("data-status", "succeeded", timeout=RENDER_WAIT_MS)
+    await shot(page, tmp_path, "renders")
+
+    # The render: its status, a thumbnail, and the full image behind it.
+    await page.click(f"#render-{snap} a.kind")
+    await expect(page).to_have_url(f"{srv.url}/ui/renders/{snap}")
+    await expect(page.get_by_test_id("render-status")).to_have_text("succeeded")
     thumb = page.get_by_test_id("artifact-thumb")
     await expect(thumb).to_be_visible()
-    assert await thumb.evaluate("img => img.naturalWidth") == 1280
-    await shot(page, tmp_path, "job")
+    assert await thumb.evaluate("img => img.decode().then(() => img.naturalWidth)") == 1280
+    await shot(page, tmp_path, "render")
     async with ctx.expect_page() as popup_info:
         await page.get_by_test_id("artifact-link").click()
     full = await popup_info.value
     await full.wait_for_load_state()
+    assert full.url == f"{srv.url}/v1/renders/{snap}/artifact"
     assert await full.evaluate("document.contentType") == "image/png"
     await full.close()
 

@@ -14,6 +14,7 @@ from PIL import Image
 
 from tests.helpers.decks import json_deck
 from tests.helpers.eventually import eventually_sync
+from tests.helpers.renders import sse_events
 from tests.helpers.server import Server, clean_env, create_token
 
 pytestmark = pytest.mark.processes
@@ -148,25 +149,26 @@ def test_a_short_retention_prunes_rows_and_their_artefacts(
         orphan = node.data / "artifacts" / "leftovers" / "crashed.png"
         orphan.parent.mkdir(parents=True, exist_ok=True)
         orphan.write_bytes(b"no row refers to this")
-        jobs = []
+        renders = []
+        artefacts = []
         for i in range(3):
             body = {"html": f"<h1>shot {i}</h1>", "width": 160, "height": 90}
             made = node.call("POST", "/v1/screenshots", node.admin, json=body)
             assert made.status_code == 202, made.text
-            jobs.append(made.json()["id"])
-        artefacts = []
-        for j in jobs:
-
-            def finished(job_id: int = j) -> dict[str, Any] | None:
-                got: dict[str, Any] = node.call("GET", f"/v1/jobs/{job_id}", node.admin).json()
-                return got if got.get("finished_at") else None
-
-            done = eventually_sync(finished, timeout=120, what=f"job {j} finishes")
-            assert done["status"] == "succeeded", done
-            art = node.call("GET", f"/v1/jobs/{j}/artifact", node.admin)
+            render_id = made.json()["id"]
+            renders.append(render_id)
+            # followed from its submission: a finished render is pruned after the (short)
+            # retention, so it is waited for before the next one is asked
+            stream = node.call("GET", f"/v1/renders/{render_id}/events", node.admin)
+            assert stream.status_code == 200, stream.text
+            status, done = sse_events(stream.text)[-1]
+            assert status == "succeeded", done
+            art = node.call("GET", f"/v1/renders/{render_id}/artifact", node.admin)
             if art.status_code == 200:  # a short retention may have pruned it already
+                assert art.headers["x-deckyard-sha256"] == done["result"]["sha256"]
                 artefacts.append(art.content)
         assert artefacts, "no artefact could be read before the retention passed"
+        assert node.call("GET", "/v1/jobs", node.admin).json()["jobs"] == []  # no job for them
 
         def back_to_start() -> dict[str, Any] | None:
             now: dict[str, Any] = node.call("GET", "/v1/storage", node.admin).json()
@@ -176,7 +178,8 @@ def test_a_short_retention_prunes_rows_and_their_artefacts(
         end = eventually_sync(back_to_start, timeout=90, every=0.5, what="storage back to start")
         assert end["store_bytes"] == 0
         assert not orphan.exists()
-        for j in jobs:
-            gone = node.call("GET", f"/v1/jobs/{j}", node.admin)
+        assert node.call("GET", "/v1/renders", node.admin).json()["renders"] == []
+        for r in renders:
+            gone = node.call("GET", f"/v1/renders/{r}", node.admin)
             assert gone.status_code == 404
-            assert node.call("GET", f"/v1/jobs/{j}/artifact", node.admin).status_code == 404
+            assert node.call("GET", f"/v1/renders/{r}/artifact", node.admin).status_code == 404

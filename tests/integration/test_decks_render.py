@@ -110,6 +110,11 @@ async def test_renderer_up(db_url: str) -> None:
         page = (await client.get(f"{base}/pages/06-thanks", headers=alice)).json()
         assert page["screenshot"]["job_id"] == done.id
         assert page["screenshot"]["sha256"] == done.result["sha256"]
+        # the job's render is a render request of its own (no child job), parented to the job
+        assert not await rt.list(kind="screenshot")
+        render = (await client.get(f"/v1/renders/{done.result['render_id']}", headers=alice)).json()
+        assert render["job_id"] == done.id and render["status"] == "succeeded"
+        assert render["result"]["sha256"] == done.result["sha256"]
 
         # PDF export: one page per slide
         export = await client.post(f"{base}/export", headers=alice)
@@ -186,6 +191,9 @@ async def test_a_page_version_is_rendered_once(db_url: str) -> None:
         done = await rt.wait(shot.json()["id"], timeout=120)
         assert done.status == "succeeded", (done.error_code, done.error_message)
         assert done.result["reused"] is True and done.result["sha256"] == pointer["sha256"]
+        # the render reused is the validation's own, opened by the validation job
+        kept = (await client.get(f"/v1/renders/{done.result['render_id']}", headers=alice)).json()
+        assert kept["job_id"] == validated.id and kept["result"]["sha256"] == pointer["sha256"]
         assert await render_request_count(app) == renders
         art = await client.get(f"/v1/jobs/{done.id}/artifact", headers=alice)
         assert png_size(art.content) == (1920, 1080)

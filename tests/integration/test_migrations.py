@@ -272,3 +272,64 @@ async def test_renaming_render_workers_keeps_renderers_and_their_attempts(db_url
             assert (await conn.execute(select(attempts.c.worker_id))).scalars().all() == [renderer]
     finally:
         await db.dispose()
+
+
+async def test_active_screenshot_jobs_are_retired_and_other_jobs_left_alone(db_url: str) -> None:
+    db = Database(db_url)
+    try:
+        await upgrade(db, "0017")
+        leased = {"lease_owner": "node-1", "lease_expires_at": NOW, "started_at": NOW}
+        ended = {"finished_at": NOW, "started_at": NOW}
+        rows = {
+            "pending shot": _job(kind="screenshot", queue="render", dedupe_key="screenshot:w:a"),
+            "running shot": _job(kind="screenshot", queue="render", status="running", **leased),
+            "succeeded shot": _job(
+                kind="screenshot", queue="render", status="succeeded", result={"k": 1}, **ended
+            ),
+            "cancelled shot": _job(kind="screenshot", queue="render", status="cancelled", **ended),
+            "pending page shot": _job(kind="page.screenshot", queue="decks"),
+            "running export": _job(kind="deck.export", queue="decks", status="running", **leased),
+            "failed other": _job(
+                status="failed", error_code="BOOM", error_message="it broke", **ended
+            ),
+        }
+        async with db.write_transaction() as conn:
+            ids = {
+                name: (
+                    await conn.execute(insert(jobs).values(row).returning(jobs.c.id))
+                ).scalar_one()
+                for name, row in rows.items()
+            }
+            before = {r.id: r for r in (await conn.execute(select(jobs))).all()}
+
+        await upgrade(db)
+        assert await current_revision(db) == head_revision()
+        async with db.write_transaction() as conn:
+            after = {r.id: r for r in (await conn.execute(select(jobs))).all()}
+        assert set(after) == set(before)
+        for name in ("pending shot", "running shot"):
+            job = after[ids[name]]
+            assert job.status == "failed", name
+            assert job.error_code == "JOB_KIND_RETIRED", name
+            assert "/v1/renders/" in job.error_message, name
+            assert (job.lease_owner, job.lease_expires_at) == (None, None), name
+            assert job.finished_at is not None and job.updated_at > NOW, name
+            # nothing else of the job changes
+            same = ("kind", "queue", "payload", "attempt", "created_at", "result", "dedupe_key")
+            assert [getattr(job, c) for c in same] == [
+                getattr(before[ids[name]], c) for c in same
+            ], name
+        untouched = set(rows) - {"pending shot", "running shot"}
+        for name in untouched:
+            assert after[ids[name]] == before[ids[name]], name
+
+        # nothing to undo: back at 0017 the retired jobs stay failed
+        await downgrade_to(db_url, "0017")
+        async with db.write_transaction() as conn:
+            found = (await conn.execute(select(jobs.c.id, jobs.c.status))).all()
+        statuses: dict[int, str] = {row.id: row.status for row in found}
+        assert statuses[ids["pending shot"]] == statuses[ids["running shot"]] == "failed"
+        assert statuses[ids["pending page shot"]] == "pending"
+        assert statuses[ids["running export"]] == "running"
+    finally:
+        await db.dispose()

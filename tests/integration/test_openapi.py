@@ -90,18 +90,23 @@ async def test_head_answers_what_get_would_without_a_body(db_url: str) -> None:
     async with running_app(db_url, background_loops=False) as (app, client):
         alice = await make_token(app, "alice")
         job = await app.state.runtime.enqueue("k", queue="q", workspace_id="alice")
-        for path in ("/v1/jobs", f"/v1/jobs/{job.id}", "/openapi.json", "/healthz"):
+        shot = {"html": "<p>x</p>", "width": 100, "height": 50}
+        render = (await client.post("/v1/screenshots", json=shot, headers=alice)).json()
+        paths = ("/v1/jobs", f"/v1/jobs/{job.id}", "/v1/renders", f"/v1/renders/{render['id']}")
+        for path in (*paths, "/openapi.json", "/healthz"):
             get = await client.get(path, headers=alice)
             head = await client.head(path, headers=alice)
             assert (head.status_code, head.content) == (get.status_code, b""), path
             assert head.headers["content-type"] == get.headers["content-type"], path
             assert head.headers["content-length"] == get.headers["content-length"], path
-        # an event stream that would follow a running job ends after its headers
-        head = await client.head(f"/v1/jobs/{job.id}/events", headers=alice)
-        assert head.status_code == 200 and head.content == b""
-        assert head.headers["content-type"].startswith("text/event-stream")
-        missing = await client.head("/v1/jobs/999999", headers=alice)
-        assert (missing.status_code, missing.content) == (404, b"")
+        # an event stream that would follow a running job (a queued render) ends after its headers
+        for events in (f"/v1/jobs/{job.id}/events", f"/v1/renders/{render['id']}/events"):
+            head = await client.head(events, headers=alice)
+            assert head.status_code == 200 and head.content == b"", events
+            assert head.headers["content-type"].startswith("text/event-stream"), events
+        for gone in ("/v1/jobs/999999", "/v1/renders/999999"):
+            missing = await client.head(gone, headers=alice)
+            assert (missing.status_code, missing.content) == (404, b""), gone
         assert (await client.head("/v1/jobs")).status_code == 401
 
 
@@ -116,6 +121,7 @@ async def test_a_full_render_queue_is_a_documented_429(db_url: str) -> None:
         body = {"html": "<p>x</p>", "width": 100, "height": 50}
         first = await client.post("/v1/screenshots?dedupe=false", json=body, headers=alice)
         assert first.status_code == 202, first.text
+        assert first.headers["location"] == f"/v1/renders/{first.json()['id']}"
         full = await client.post("/v1/screenshots?dedupe=false", json=body, headers=alice)
     assert full.status_code == 429, full.text
     assert full.json()["error"]["code"] == "RENDER_QUEUE_FULL"

@@ -10,6 +10,7 @@ import pytest
 
 from deckyard.decks.retention import Footprint, Retention
 from deckyard.jobs import Runtime
+from deckyard.render.control.service import RenderService
 from tests.helpers.api import make_token, running_app
 from tests.helpers.eventually import eventually
 
@@ -39,15 +40,18 @@ async def test_screenshots_with_a_short_retention_leave_nothing_behind(db_url: s
         retention: Retention = app.state.node.retention
         start = await retention.footprint()
         rt: Runtime = app.state.runtime
+        service: RenderService = app.state.render
         waits = []
         for i in range(SHOTS):
             body = {"html": page(i), "width": 200, "height": 100}
             r = await client.post("/v1/screenshots", json=body, headers=alice)
             assert r.status_code == 202, r.text
-            # waiting from the start: a finished job is pruned after the (short) retention
-            waits.append(asyncio.create_task(rt.wait(r.json()["id"], timeout=120)))
+            # waiting from the start: a finished render is pruned after the (short) retention
+            wait = service.wait_for_terminal(r.json()["id"], timeout=120)
+            waits.append(asyncio.create_task(wait))
         done = await asyncio.gather(*waits)
         assert all(d.status == "succeeded" for d in done), [d.error_message for d in done]
+        assert len({d.id for d in done}) == SHOTS
 
         seen: list[Footprint] = []
 
@@ -64,7 +68,7 @@ async def test_screenshots_with_a_short_retention_leave_nothing_behind(db_url: s
         except AssertionError as exc:
             raise AssertionError(f"{exc}: started at {start}, last seen {seen}") from None
         assert end.store_bytes <= start.store_bytes
-        # the rows were there and retention is what removed them
-        assert rt.metrics.pruned >= SHOTS
+        # the rows were there and retention is what removed them; no job was ever made for them
         assert retention.stats.render_requests == SHOTS
+        assert rt.metrics.pruned == 0
         assert retention.sweeper.stats.objects_deleted + retention.stats.artifacts >= SHOTS

@@ -102,6 +102,8 @@ async def test_a_lost_s3_is_a_503_that_stores_nothing_and_the_node_recovers(
         artifact = f"/v1/jobs/{job.id}/artifact"
         assert (await client.get(artifact, headers=alice)).content == PNG_1PX
         listed = (await client.get("/v1/jobs", headers=alice)).json()
+        renders = (await client.get("/v1/renders", headers=alice)).json()
+        assert renders == {"renders": [], "next_before": None}
         shot = {"html": "<h1>while S3 is away</h1>", "width": 200, "height": 100}
 
         s3.stop()
@@ -113,7 +115,8 @@ async def test_a_lost_s3_is_a_503_that_stores_nothing_and_the_node_recovers(
             error = assert_error_shape(answer, 503, CODE)
             assert answer.headers["retry-after"] == "1"
             assert "artefact store" in error["message"]
-        # nothing half-done: no job for the refused screenshot
+        # nothing half-done: no render (and no job) for the refused screenshot
+        assert (await client.get("/v1/renders", headers=alice)).json() == renders
         assert (await client.get("/v1/jobs", headers=alice)).json() == listed
         lines = [r for r in caplog.records if "artefact store unavailable" in r.getMessage()]
         assert len(lines) == 2, [r.getMessage() for r in caplog.records]
@@ -123,6 +126,7 @@ async def test_a_lost_s3_is_a_503_that_stores_nothing_and_the_node_recovers(
         assert (await client.get(artifact, headers=alice)).content == PNG_1PX
         made = await client.post("/v1/screenshots", json=shot, headers=alice)
         assert made.status_code == 202, made.text
+        assert made.headers["location"] == f"/v1/renders/{made.json()['id']}"
     stored = s3.object_keys(bucket)
     assert [k for k in stored if ".tmp-" in k] == []
     assert f"{PREFIX}/renders/alice/shot.png" in stored

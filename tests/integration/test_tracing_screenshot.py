@@ -1,11 +1,12 @@
-"""One screenshot is one trace, from the HTTP request through its job to the renderer process.
+"""One screenshot is one trace, from the HTTP request through its render request to the
+renderer process.
 
-The API, its worker and the control plane run in this process and export to the SDK's
-in-memory exporter; the supervised renderer is a separate process, which inherits
-`DECKYARD_OTEL_SPANS_FILE` and writes its spans there as JSON lines. The job is not handed to
-the worker in process (`job_hand_off` off) and the control plane dispatches from its own loop, so
-the trace reaches them only through what was stored: the job's payload and the render request's
-input; it reaches the renderer only through the `traceparent` header of the signed submission.
+The API and the control plane run in this process and export to the SDK's in-memory exporter;
+the supervised renderer is a separate process, which inherits `DECKYARD_OTEL_SPANS_FILE` and
+writes its spans there as JSON lines. No job wraps the screenshot, and the control plane
+dispatches from its own loop, so the trace reaches the attempt only through what was stored:
+the render request's input (`tracing.stamped`); it reaches the renderer only through the
+`traceparent` header of the signed submission.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from deckyard import tracing
-from deckyard.jobs import Runtime
+from deckyard.render.control.service import RenderService
 from tests.helpers.api import make_token, running_app
 from tests.helpers.eventually import eventually
 from tests.helpers.runtime import fast_settings
@@ -31,7 +32,7 @@ pytestmark = [pytest.mark.chromium, pytest.mark.processes]
 TRACE_ID = "0af7651916cd43dd8448eb211c80319c"
 CALLER_SPAN = "b7ad6b7169203331"
 PAGE = "<!doctype html><html><body style='margin:0;background:#0a0'>traced</body></html>"
-CONTROL_PLANE = ("job screenshot", "render.request", "render.attempt", "render.result")
+CONTROL_PLANE = ("render.attempt", "render.result")
 
 
 def renderer_spans(path: Path) -> list[dict[str, Any]]:
@@ -56,14 +57,15 @@ async def test_one_screenshot_is_one_trace_across_processes(
     memory = InMemorySpanExporter()
     assert tracing.configure(fast_settings(), "api", exporters=[memory])
     try:
-        async with running_app(db_url, renderers=1, job_hand_off=False) as (app, client):
+        async with running_app(db_url, renderers=1) as (app, client):
             alice = await make_token(app, "alice")
             body = {"html": PAGE, "width": 200, "height": 100}
             caller = {**alice, "traceparent": f"00-{TRACE_ID}-{CALLER_SPAN}-01"}
             created = await client.post("/v1/screenshots", json=body, headers=caller)
             assert created.status_code == 202, created.text
-            rt: Runtime = app.state.runtime
-            done = await rt.wait(created.json()["id"], timeout=90)
+            service: RenderService = app.state.render
+            # Waited for in process, not through the API: a GET would be a trace of its own.
+            done = await service.wait_for_terminal(created.json()["id"], timeout=90)
             assert done.status == "succeeded", (done.error_code, done.error_message)
 
             def finished() -> dict[str, ReadableSpan]:
@@ -90,6 +92,9 @@ async def test_one_screenshot_is_one_trace_across_processes(
     assert attempt.attributes["http.response.status_code"] == 202
     assert (mine["render.result"].attributes or {}).get("deckyard.render.committed") is True
     assert {ids(s)[0] for s in every} == {TRACE_ID}  # nothing of it started a trace of its own
+    # no job runs a screenshot any more, and a one-page request has no `render.request` span
+    assert not [s.name for s in every if s.name.startswith("job ")]
+    assert "render.request" not in {s.name for s in every}
 
     [capture] = captures  # one render, one capture, in the renderer process
     assert capture["trace_id"] == TRACE_ID

@@ -123,14 +123,14 @@ class FakeJob:
 
 
 def test_a_job_continues_the_trace_its_payload_carries(spans: InMemorySpanExporter) -> None:
-    with tracing.span("POST /v1/screenshots"):
-        payload = tracing.stamped({"render": {"html": "<p>"}})
-    assert tracing.unstamped(payload) == {"render": {"html": "<p>"}}
-    job = FakeJob(5, "screenshot", "render", 1, "alice", None, payload)
+    with tracing.span("POST /v1/decks/{deck_id}/export"):
+        payload = tracing.stamped({"deck_id": 3})
+    assert tracing.unstamped(payload) == {"deck_id": 3}
+    job = FakeJob(5, "deck.export", "decks", 1, "alice", None, payload)
     with pytest.raises(CodedError), tracing.job_span(job):
         raise CodedError("RENDER_UNAVAILABLE")
     http, run = spans.get_finished_spans()
-    assert run.name == "job screenshot"
+    assert run.name == "job deck.export"
     assert run.context is not None and http.context is not None and run.parent is not None
     assert run.context.trace_id == http.context.trace_id
     assert run.parent.span_id == http.context.span_id
@@ -139,6 +139,76 @@ def test_a_job_continues_the_trace_its_payload_carries(spans: InMemorySpanExport
     assert run.attributes["deckyard.workspace.id"] == "alice"
     assert run.attributes["deckyard.error.code"] == "RENDER_UNAVAILABLE"
     assert run.status.status_code is trace.StatusCode.ERROR
+
+
+@dataclass(frozen=True)
+class FakeRequest:
+    id: int
+    kind: str
+    workspace_id: str
+    status: str
+    attempts: int
+    error_code: str | None
+    input: Any
+
+
+@dataclass(frozen=True)
+class FakeAttempt:
+    id: int
+    request_id: int
+    attempt_key: str
+    slot: int
+
+
+@dataclass(frozen=True)
+class FakeRenderer:
+    name: str
+
+
+@dataclass(frozen=True)
+class FakeAdmitted:
+    attempt: FakeAttempt
+    request: FakeRequest
+    renderer: FakeRenderer
+    pages: list[int] | None = None
+
+
+async def test_a_render_attempt_continues_the_trace_its_request_input_carries(
+    spans: InMemorySpanExporter,
+) -> None:
+    # A screenshot is a render request, no job: the API request stamps the request's input,
+    # and the control plane's attempt (another task, later) continues that trace.
+    with tracing.span("POST /v1/screenshots"):
+        stamped = tracing.stamped({"html": "<p>"})
+    with tracing.span("unrelated"):  # the task that dispatches has a context of its own
+        request = FakeRequest(8, "screenshot", "alice", "pending", 0, None, stamped)
+        attempt = FakeAttempt(21, 8, "key-21", 0)
+        with tracing.attempt_span(FakeAdmitted(attempt, request, FakeRenderer("r1"))):
+            headers: dict[str, str] = {}
+            tracing.inject(headers)  # what the post to the renderer carries
+        committed = await tracing.result_span(attempt, "r1", fake_commit)
+    assert committed is True
+    http, sent, result, unrelated = spans.get_finished_spans()
+    assert (sent.name, result.name) == ("render.attempt", "render.result")
+    assert http.context is not None and sent.context is not None and result.context is not None
+    assert sent.parent is not None and sent.parent.span_id == http.context.span_id
+    assert unrelated.context is not None
+    assert sent.context.trace_id == http.context.trace_id != unrelated.context.trace_id
+    assert sent.kind is trace.SpanKind.CLIENT
+    assert sent.attributes is not None
+    assert sent.attributes["deckyard.render.request.id"] == 8
+    assert sent.attributes["deckyard.render.request.kind"] == "screenshot"
+    assert sent.attributes["deckyard.render.attempt.number"] == 1
+    assert sent.attributes["deckyard.render.attempt.key"] == "key-21"
+    assert sent.attributes["deckyard.workspace.id"] == "alice"
+    _, trace_id, span_id, _flags = headers["traceparent"].split("-")
+    assert (trace_id, span_id) == (f"{sent.context.trace_id:032x}", f"{sent.context.span_id:016x}")
+    assert result.parent is not None and result.parent.span_id == sent.context.span_id
+    assert (result.attributes or {})["deckyard.render.committed"] is True
+
+
+async def fake_commit() -> bool:
+    return True
 
 
 def test_spans_file_holds_one_json_line_per_span(tmp_path: Path) -> None:

@@ -23,6 +23,8 @@ from fastapi import FastAPI
 from sqlalchemy import func, select, text
 
 from deckyard.decks.schema import decks
+from deckyard.jobs.schema import jobs
+from deckyard.render.control.schema import render_requests
 from deckyard.workspaces.schema import api_tokens, audit_events, idempotency_keys
 from tests.helpers.api import make_token, running_app
 from tests.helpers.decks import json_deck
@@ -150,7 +152,9 @@ async def request_screenshot(
     body = {"html": "<p>x</p>", "width": 100, "height": 50}
     r = await client.post("/v1/screenshots", json=body, headers=alice)
     assert r.status_code == 202, r.text
-    assert len(await app.state.runtime.list(kind="screenshot")) == 1
+    assert await rows(app, render_requests, render_requests.c.id == r.json()["id"]) == 1
+    assert await rows(app, render_requests) == 1
+    assert await rows(app, jobs) == 0
 
 
 ROUTES: dict[str, tuple[str, Route]] = {
@@ -160,7 +164,7 @@ ROUTES: dict[str, tuple[str, Route]] = {
     "idempotency key": ("idempotency_keys", idempotent_post),
     "audit record": ("audit_events", audited_write),
     "page rename": ("pages", rename_page),
-    "screenshot enqueue": ("jobs", request_screenshot),
+    "screenshot request": ("render_requests", request_screenshot),
 }
 
 

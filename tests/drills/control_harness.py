@@ -61,7 +61,6 @@ async def main(data_dir: Path, url: str) -> None:
         ScreenshotSpec(url=url, width=320, height=200), workspace_id="ws"
     )
     say("render", id=request.id)
-    say("job", id=request.id)
     done = await service.wait_for_terminal(request.id, timeout=60)
     attempts = await service.attempts(request.id)
     say(

@@ -78,7 +78,7 @@ def test_sigkilled_renderer_restarts_with_a_new_epoch_and_no_orphans(
         assert ready["subreaper"] is True
         [renderer] = ready["renderers"]
         first_epoch, pid = renderer["epoch"], renderer["pid"]
-        read_event(harness, "job")
+        read_event(harness, "render")
         eventually_sync(
             lambda: nav.hits.get("sup", 0) >= 1, timeout=30, what="the renderer navigating"
         )

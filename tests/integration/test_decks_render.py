@@ -110,6 +110,7 @@ async def test_renderer_up(db_url: str) -> None:
         page = (await client.get(f"{base}/pages/06-thanks", headers=alice)).json()
         assert page["screenshot"]["job_id"] == done.id
         assert page["screenshot"]["sha256"] == done.result["sha256"]
+        assert page["screenshot"]["render_id"] == done.result["render_id"]
         # the job's render is a render request of its own (no child job), parented to the job
         assert not await rt.list(kind="screenshot")
         render = (await client.get(f"/v1/renders/{done.result['render_id']}", headers=alice)).json()

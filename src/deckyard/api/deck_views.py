@@ -33,9 +33,14 @@ class ProblemOut(BaseModel):
 
 
 class ScreenshotPointer(BaseModel):
-    """A page version's current screenshot: the job that made it and its artefact."""
+    """A page version's current screenshot: the job that made it, its render and its artefact."""
 
     job_id: int
+    render_id: int | None = Field(
+        None,
+        description="The render request that drew it (`/v1/renders/{id}`, until retention "
+        "prunes it); null for one made before renders were requests.",
+    )
     artifact_key: str
     content_type: str
     size: int

@@ -150,7 +150,10 @@ async def test_tasks_pages_show_stages_with_the_current_one(db_url: str) -> None
         page = (await client.get(f"/ui/tasks/{task_id}")).text
         assert 'class="step step-done"' in page
         assert 'class="step step-current step-running" aria-current="step"' in page
-        assert page.index("validate") < page.index("render")
+        stages = page[page.index('data-testid="stages"') :]
+        assert stages.index('class="step-name">validate<') < stages.index(
+            'class="step-name">render<'
+        )
         assert f'data-action="/v1/tasks/{task_id}/cancel"' in page
         assert "created" in page
         other = await ex.create("publish-ish", {}, workspace_id="bob")

@@ -313,23 +313,18 @@ def render_markdown(r: dict[str, Any], args: argparse.Namespace, cmd: str) -> st
     L: list[str] = ["## Compared with other systems (`bench/run_all`)", ""]
     L += [
         f"Command: `{cmd}` — {r['date']}, {r['wall_s'] / 60:.1f} minutes, load average "
-        f"before/after {r['load_before']} / {r['load_after']}.",
-        "",
-        f"Machine: {m['cores']} cores, {m['cpu']}, {m['ram']} RAM, {m['os']}.",
+        f"before/after {r['load_before']} / {r['load_after']}. Machine: {m['cores']} cores, "
+        f"{m['cpu']}, {m['ram']} RAM, {m['os']}. Each figure: median (min-max) of {args.reps} "
+        "repetitions, systems alternated between repetitions; every PostgreSQL measurement in "
+        "its own fresh database, every SQLite one in a fresh file."
+        + (
+            " **Noisy run:** other work was running on the same cores (load average above); "
+            "treat the figures as indicative and repeat on a quiet machine."
+            if r.get("noisy")
+            else ""
+        ),
         "",
         "Versions: " + ", ".join(f"{k} {val}" for k, val in v.items()) + ".",
-        "",
-    ]
-    if r.get("noisy"):
-        L += [
-            "**Noisy run:** other work was running on the same cores (load average above); "
-            "treat the figures as indicative and repeat on a quiet machine.",
-            "",
-        ]
-    L += [
-        f"Each figure: median (min-max) of {args.reps} repetitions, systems alternated between "
-        "repetitions; every PostgreSQL measurement in its own fresh database, every SQLite one "
-        "in a fresh file.",
         "",
     ]
     goals: list[tuple[str, str, str]] = []
@@ -337,19 +332,11 @@ def render_markdown(r: dict[str, Any], args: argparse.Namespace, cmd: str) -> st
     # ---- throughput
     t = r.get("throughput", {})
     L += [
-        "### 1. Queue throughput",
-        "",
-        f"{args.jobs:,} jobs ({args.slow_jobs:,} for Procrastinate: with 20,000 it drained "
-        "~190 jobs/s on this machine (2026-11-29 10:38 run), which alone takes most of the "
-        "15-minute budget; its rate falls as the backlog grows, so the smaller backlog flatters "
-        "it) enqueued in bulk (not timed), then drained by one worker process "
-        "with concurrency 10. Time from starting the worker until the database shows every job "
-        "finished (Deckyard: committed completions; Procrastinate: no job left in another state "
-        "than `succeeded`; PgQueuer: queue table empty; huey deletes a task when it dequeues "
-        "it, so its clock stops when the last task returns). 5 ms work: `await asyncio.sleep"
-        "(0.005)` in the async systems, `time.sleep(0.005)` on huey's 10 worker threads (its "
-        "natural equivalent: huey runs sync functions on threads). huey's bulk enqueue is one "
-        "`executemany` through its storage connection with its serializer (it has no bulk API).",
+        f"**1. Queue throughput.** {args.jobs:,} jobs ({args.slow_jobs:,} for Procrastinate, "
+        "whose rate falls as the backlog grows: the smaller backlog flatters it) enqueued in "
+        "bulk, then drained by one worker process with concurrency 10, until the database shows "
+        "every job finished. 5 ms work: `asyncio.sleep(0.005)`, on huey's 10 threads "
+        "`time.sleep(0.005)`.",
         "",
         "| system | no-op, jobs/s | 5 ms work, jobs/s |",
         "|---|---|---|",
@@ -394,40 +381,30 @@ def render_markdown(r: dict[str, Any], args: argparse.Namespace, cmd: str) -> st
     # ---- latency
     lat = r.get("latency", {})
     L += [
-        "### 2. Enqueue -> start latency",
+        f"**2. Enqueue -> start latency.** Single jobs on an idle system ({args.samples} per "
+        "repetition, pooled). In process: the worker and the enqueuer share the process; across "
+        "processes: the delay measured with the system-wide monotonic clock. ms:",
         "",
-        f"Single jobs on an idle system ({args.samples} per repetition, pooled; 50-150 ms random "
-        "pause after each start). In process: the worker and the enqueuer share the process; "
-        "across processes: enqueued in one process, run by a worker in another, the delay "
-        "measured with the system-wide monotonic clock. ms:",
-        "",
-        "| system | path | p50 | p95 | p99 | p50 per repetition |",
-        "|---|---|---|---|---|---|",
+        "| system | in process p50 / p95 / p99 | across processes p50 / p95 / p99 | p50 per "
+        "repetition, in / across |",
+        "|---|---|---|---|",
     ]
     p50s: dict[str, float] = {}
     for system in cq.SYSTEMS:
-        for mode, mname in (("in", "in process"), ("cross", "across processes")):
+        cells, per_rep = [], []
+        for mode in ("in", "cross"):
             key = f"{system}|{mode}"
             if (system, mode) == ("deckyard-sqlite", "cross"):
-                L.append(
-                    f"| {NAMES[system]} | {mname} | n/a: a Lite SQLite file belongs to one process "
-                    "(other processes enqueue through its HTTP API) | | | |"
-                )
-                continue
-            if key in lat:
+                cells.append("n/a: a Lite SQLite file belongs to one process")
+            elif key in lat:
                 pooled = [x for rep in lat[key] for x in rep]
-                per = [med(rep) * 1000 for rep in lat[key]]
                 p50s[key] = pct(pooled, 50) * 1000
-                L.append(
-                    f"| {NAMES[system]} | {mname} | {pct(pooled, 50) * 1000:.2f} | "
-                    f"{pct(pooled, 95) * 1000:.2f} | {pct(pooled, 99) * 1000:.2f} | "
-                    f"{spread(per, '{:.2f}')} |"
-                )
+                cells.append(" / ".join(f"{pct(pooled, p) * 1000:.2f}" for p in (50, 95, 99)))
+                per_rep.append(spread([med(rep) * 1000 for rep in lat[key]], "{:.2f}"))
             else:
-                L.append(
-                    f"| {NAMES[system]} | {mname} | not measured: "
-                    f"{lat.get(key + '|error', '-')} | | | |"
-                )
+                cells.append(f"not measured: {lat.get(key + '|error', '-')}")
+                per_rep.append("-")
+        L.append(f"| {NAMES[system]} | {cells[0]} | {cells[1]} | {' / '.join(per_rep)} |")
     L.append("")
     for key, limit, name in (
         ("deckyard-pg|in", 2.0, "Latency p50 in process <= 2 ms (PostgreSQL)"),
@@ -440,25 +417,12 @@ def render_markdown(r: dict[str, Any], args: argparse.Namespace, cmd: str) -> st
     # ---- idle
     idle = r.get("idle", {})
     L += [
-        "### 3. Idle database load",
-        "",
-        "One worker per system with its default settings, on an otherwise idle database, all "
-        f"systems idling at the same time on separate databases/files; {args.idle_warmup:g} s "
-        f"after start, then {args.reps} windows of {args.idle_window:g} s, scaled to a minute.",
-        "",
-        "- PostgreSQL: `ALTER DATABASE <fresh db> SET log_statement = 'all'` before the worker "
-        "connects; the harness counts that database's `statement:`/`execute` lines in the server "
-        f"log (`{idle.get('pg_log')}`). Rows written: the change of `n_tup_ins + n_tup_upd + "
-        "n_tup_del` over `pg_stat_user_tables`.",
-        "- SQLite: the worker process wraps `sqlite3.connect` before the system opens any "
-        "connection and sets `set_trace_callback` on every connection (aiosqlite and huey both "
-        "call `sqlite3.connect`), so every statement the library executes is counted. Commits: "
-        "`PRAGMA data_version` changes seen by a probe connection polled every 50 ms.",
-        "- Classification: *tx* = BEGIN/COMMIT/ROLLBACK/SAVEPOINT; *write* = a statement "
-        "containing INSERT/UPDATE/DELETE/MERGE/REPLACE/DDL (also inside CTEs) or calling one of "
-        "Procrastinate's data-modifying SQL functions (`SELECT procrastinate_fetch_job(...)` "
-        "etc.), whether or not it changed a row; *read* = everything else (SELECT, LISTEN, "
-        "PRAGMA...).",
+        "**3. Idle database load.** One worker per system with its default settings on an "
+        f"otherwise idle database, {args.idle_warmup:g} s after start, {args.reps} windows of "
+        f"{args.idle_window:g} s scaled to a minute; every statement counted (PostgreSQL: "
+        f"`log_statement = 'all'`, `{idle.get('pg_log')}`; SQLite: `set_trace_callback` on "
+        "every connection). *write*: a data-modifying statement, whether or not it changed a "
+        "row; *tx*: BEGIN/COMMIT/ROLLBACK/SAVEPOINT.",
         "",
         "| system | statements/min | reads | writes | tx control | rows written (PG) / commits "
         "seen (SQLite) per min |",
@@ -495,36 +459,21 @@ def render_markdown(r: dict[str, Any], args: argparse.Namespace, cmd: str) -> st
     # ---- recovery
     rec = r.get("recovery", {})
     L += [
-        "### 4. Recovery after SIGKILL",
-        "",
-        "A worker starts a long job and is SIGKILLed at a random point of its heartbeat cycle; "
-        "the figure is the time from the kill until the job starts again in another worker "
-        "process that was already running (Deckyard on SQLite: the worker restarted at once, "
-        "since a Lite SQLite file belongs to one process). The systems run this at the same "
-        "time, each on its own database; they are waiting on timers, not competing for CPU. "
-        "Settings (each declares a silent worker dead after about 10 s):",
-        "",
-        "- Deckyard: `job_lease_seconds=10`, `job_heartbeat_interval_seconds=2` (other settings "
-        "default: recovery requeues with `job_recovery_backoff_seconds=1`).",
-        "- Procrastinate: worker `update_heartbeat_interval=2`; the documented "
-        "`retry_stalled_jobs` periodic task (`get_stalled_jobs(seconds_since_heartbeat=10)` + "
-        "`retry_job`), scheduled every 2 s (`* * * * * */2`) instead of the documentation's 10 "
-        "minutes.",
-        "- PgQueuer: `heartbeat_timeout=10 s` on `QueueManager.run` (heartbeats every 5 s), other "
-        "settings default — the surviving worker re-polls after `dequeue_timeout` (30 s) unless "
-        "notified.",
-        "- huey: no recovery exists: the killed consumer had already deleted the task row when it "
-        "dequeued it.",
-        "",
-        "| system | seconds from SIGKILL to the job running again |",
-        "|---|---|",
+        "**4. Recovery after SIGKILL.** A worker running a long job is SIGKILLed at a random "
+        "point of its heartbeat cycle and its job must run again in another, already running "
+        "worker (Deckyard on SQLite: the worker restarted at once). Each system declares "
+        "a silent worker dead after about 10 s: Deckyard `job_lease_seconds=10` with heartbeats "
+        "every 2 s; Procrastinate's `retry_stalled_jobs` every 2 s; PgQueuer "
+        "`heartbeat_timeout=10 s`, re-polling after its `dequeue_timeout` (30 s); huey has no "
+        "recovery. Seconds from SIGKILL to the job running again:",
     ]
+    parts = []
     for system in cq.SYSTEMS:
         rs = rec.get(system) if isinstance(rec, dict) else None
         if not rs:
-            L.append(
-                f"| {NAMES[system]} | not measured: "
-                f"{rec.get('error', '-') if isinstance(rec, dict) else '-'} |"
+            parts.append(
+                f"{NAMES[system]} not measured: "
+                f"{rec.get('error', '-') if isinstance(rec, dict) else '-'}"
             )
             continue
         secs = [x["seconds"] for x in rs if x.get("seconds") is not None]
@@ -539,32 +488,21 @@ def render_markdown(r: dict[str, Any], args: argparse.Namespace, cmd: str) -> st
                 f"{len(misses)} of {len(rs)} runs{'; ' + notes if notes else ''})"
             )
             cell = f"{cell}; {never}" if cell else never
-        L.append(f"| {NAMES[system]} | {cell} |")
+        parts.append(f"{NAMES[system]} {cell}")
+    L[-1] += " " + ", ".join(parts) + "."
     L.append("")
 
     # ---- render
     rd = r.get("render", {})
-    L += ["### 5. Rendering", ""]
     if rd.get("pages"):
         L += [
-            f"The example deck (`examples/launch-deck/`, {len(rd['pages'])} pages, compiled by "
-            f"`deckyard.decks`), {args.shots} PNG screenshots per measurement cycling through "
-            "the pages:",
-            "",
-            "- Deckyard pipeline: a Lite `deckyard serve` (SQLite, one supervised renderer with "
-            "its default 2 slots, default settings); all screenshots submitted at once with "
-            "`POST /v1/screenshots?dedupe=false`, each render followed through its SSE stream "
-            "`GET /v1/renders/{id}/events` (it ends with the render) and its PNG downloaded from "
-            "`/v1/renders/{id}/artifact`; clock stops at the last download. One warm-up screenshot "
-            "first. Each page is ~775 KiB of HTML (the display font is inlined) and travels "
-            "through the job payload, the render request and the renderer call.",
-            "- Plain Playwright: one warm Chromium, 2 tabs (the renderer's slots), `set_content` + "
-            "`document.fonts.ready` + `screenshot`.",
-            "- shot-scraper `multi` with a YAML file of the same pages saved as HTML files. "
-            "shot-scraper has no executable-path option: Playwright is pointed at "
-            "/usr/bin/chromium through a `PLAYWRIGHT_BROWSERS_PATH` folder whose headless-shell "
-            "entry is a symlink (no browser downloaded). It is one process per run: *cold* "
-            "includes its browser start, *warm* = (N - 1) / (t(N) - t(1)).",
+            "**5. Rendering.** The example deck (`examples/launch-deck/`, "
+            f"{len(rd['pages'])} pages), {args.shots} PNG screenshots per measurement: the "
+            "Deckyard pipeline (a Lite `deckyard serve`, one renderer with 2 slots; all submitted "
+            "at once with `POST /v1/screenshots?dedupe=false`, each followed through "
+            "`GET /v1/renders/{id}/events` and its PNG downloaded) against a plain warm "
+            "Playwright loop with 2 tabs and shot-scraper `multi` (one process: *cold* with its "
+            "browser start, *warm* = (N - 1) / (t(N) - t(1))).",
             "",
             "| path | screenshots/s |",
             "|---|---|",
@@ -593,7 +531,7 @@ def render_markdown(r: dict[str, Any], args: argparse.Namespace, cmd: str) -> st
             )
     else:
         L += [
-            "Deckyard pipeline on the example deck: not measured: "
+            "**5. Rendering.** Deckyard pipeline on the example deck: not measured: "
             f"{rd.get('pages_error', rd.get('error', '-'))}.",
             "",
         ]
@@ -615,51 +553,48 @@ def render_markdown(r: dict[str, Any], args: argparse.Namespace, cmd: str) -> st
     # ---- memory
     mem = r.get("memory", {})
     L += [
-        "### 6. Memory",
-        "",
-        f"Process tree of an idle Lite `deckyard serve` (psutil, {args.memory_settle:g} s after "
-        "it answered `/healthz` and, with a renderer, after `/v1/renderers` showed it ready). RSS "
-        "sums double-count pages Chromium's processes share; PSS splits them.",
-        "",
-        "| configuration | RSS MiB | PSS MiB | processes |",
-        "|---|---|---|---|",
+        "**6. Memory.** Process tree of an idle Lite `deckyard serve` (psutil, "
+        f"{args.memory_settle:g} s after it was ready; RSS sums double-count pages Chromium's "
+        "processes share, PSS splits them):",
     ]
+    parts = []
     for key, label in (
         ("renderers=0", "`DECKYARD_RENDERERS=0` (no Chromium)"),
         ("renderers=1", "`DECKYARD_RENDERERS=1` (one renderer)"),
     ):
         ms = mem.get(key)
         if ms:
-            L.append(
-                f"| {label} | {spread([x['rss_mib'] for x in ms])} | "
-                f"{spread([x['pss_mib'] for x in ms])} | {spread([x['processes'] for x in ms])} |"
+            parts.append(
+                f"{label} RSS {spread([x['rss_mib'] for x in ms])} MiB, PSS "
+                f"{spread([x['pss_mib'] for x in ms])} MiB, "
+                f"{spread([x['processes'] for x in ms])} processes"
             )
         else:
-            L.append(
-                f"| {label} | not measured: {mem.get(key + '|error', mem.get('error', '-'))} | | |"
-            )
+            parts.append(f"{label} not measured: {mem.get(key + '|error', mem.get('error', '-'))}")
+    L[-1] += " " + "; ".join(parts) + "."
     L.append("")
 
     # ---- goals
-    L += ["### Goals (issue 8)", "", "| goal | measured | |", "|---|---|---|"]
-    L += [f"| {g} | {val} | {ok} |" for g, val, ok in goals]
-    L.append("")
+    if goals:
+        L += [
+            "**Goals (issue 8):** " + "; ".join(f"{g}: {val}, {ok}" for g, val, ok in goals) + ".",
+            "",
+        ]
     prof = r.get("profile")
     if prof:
-        L += ["### Where Deckyard's time goes", ""]
-        for system in ("deckyard-pg", "deckyard-sqlite"):
-            if system in prof:
-                text = (ROOT / prof[system]).read_text().splitlines()
-                L += [
-                    f"pyinstrument over one {min(args.jobs, 5000):,}-job no-op drain, "
-                    f"{NAMES[system]} (full tree: `{prof[system]}`):",
-                    "",
-                    "```",
-                ]
-                L += [ln.rstrip() for ln in text[:45]]
-                L += ["```", ""]
-            elif system + "|error" in prof:
-                L += [f"{NAMES[system]}: profile not taken: {prof[system + '|error']}", ""]
+        taken = [f"`{prof[s]}`" for s in ("deckyard-pg", "deckyard-sqlite") if s in prof]
+        lost = [
+            f"{NAMES[s]}: profile not taken: {prof[s + '|error']}"
+            for s in ("deckyard-pg", "deckyard-sqlite")
+            if s + "|error" in prof
+        ]
+        if taken:
+            lost.insert(
+                0,
+                f"Where Deckyard's time goes: pyinstrument over one {min(args.jobs, 5000):,}-job "
+                f"no-op drain per database, {', '.join(taken)}",
+            )
+        L += ["; ".join(lost) + ".", ""]
     return "\n".join(L).rstrip() + "\n"
 
 

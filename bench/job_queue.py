@@ -274,58 +274,39 @@ async def main() -> None:
 
 
 def write_docs(r: dict[str, Any], args: argparse.Namespace) -> None:
-    def lat_row(name: str, values: list[float]) -> str:
-        return (
-            f"| {name} | {pct(values, 50) * 1000:.2f} | {pct(values, 95) * 1000:.2f} | "
-            f"{pct(values, 99) * 1000:.2f} |"
-        )
+    def lat(values: list[float]) -> str:
+        return " / ".join(f"{pct(values, p) * 1000:.2f}" for p in (50, 95, 99))
 
     pg_version = subprocess.run(
         ["psql", PG_URL, "-Atc", "show server_version"], capture_output=True, text=True
     ).stdout.strip()
+    cross = {"postgresql": lat(r["latency_cross_process_postgresql"]), "sqlite": "n/a"}
     lines = [
         "## Job runtime (`bench/job_queue.py`)",
         "",
-        f"Command: `.venv/bin/python bench/job_queue.py --jobs {args.jobs} --reps {args.reps} "
-        f"--samples {args.samples} --idle {args.idle:g} --write-docs`",
+        f"Deckyard's runtime alone, no peer: {args.jobs:,} jobs enqueued in bulk, then drained "
+        "by one worker (this process) with concurrency 10, with full leases, fencing and a "
+        f"`started` and a terminal event per job (median (min-max) of {args.reps} runs); "
+        f"enqueue -> handler start of single jobs on an idle runtime ({args.samples} samples, "
+        "ms; across processes through NOTIFY, PostgreSQL only: a SQLite file belongs to one "
+        "process); statements a minute of one idle worker with default settings "
+        f"({args.idle:g} s window). Command: `.venv/bin/python bench/job_queue.py --jobs "
+        f"{args.jobs} --reps {args.reps} --samples {args.samples} --idle {args.idle:g} "
+        f"--write-docs` — {time.strftime('%Y-%m-%d')}; {os.cpu_count()} cores, "
+        f"{platform.platform()}, Python {platform.python_version()}, PostgreSQL {pg_version}, "
+        f"SQLite {__import__('sqlite3').sqlite_version}.",
         "",
-        f"Machine: {os.cpu_count()} cores, {platform.platform()}, Python "
-        f"{platform.python_version()}, PostgreSQL {pg_version}, SQLite "
-        f"{__import__('sqlite3').sqlite_version}. Measured {time.strftime('%Y-%m-%d')}.",
-        "",
-        f"Throughput: {args.jobs} jobs enqueued in bulk, then drained by one worker (this "
-        "process) with concurrency 10; full leases, fencing and a `started` and a terminal event "
-        f"per job. Median (min-max) of {args.reps} runs, jobs/s:",
-        "",
-        "| database | no-op | 5 ms async work |",
-        "|---|---|---|",
-    ]
-    for d in ("postgresql", "sqlite"):
-        lines.append(
-            f"| {d} | {spread(r[f'throughput_{d}_0ms'])} | {spread(r[f'throughput_{d}_5ms'])} |"
-        )
-    lines += [
-        "",
-        f"Enqueue -> handler start, single jobs on an idle runtime ({args.samples} samples), ms:",
-        "",
-        "| path | p50 | p95 | p99 |",
-        "|---|---|---|---|",
-        lat_row("PostgreSQL, in process", r["latency_in_process_postgresql"]),
-        lat_row("PostgreSQL, from another process (NOTIFY)", r["latency_cross_process_postgresql"]),
-        lat_row("SQLite, in process", r["latency_in_process_sqlite"]),
-        "",
-        "SQLite across processes does not apply: a SQLite file belongs to one process (Lite); "
-        "other processes enqueue through its HTTP API.",
-        "",
-        f"Idle statements per minute with default settings and one worker ({args.idle:g} s "
-        "window, counted by the statement instrumentation):",
-        "",
-        "| database | reads/min | writes/min |",
-        "|---|---|---|",
+        "| database | no-op jobs/s | 5 ms jobs/s | in process p50 / p95 / p99 | across processes "
+        "p50 / p95 / p99 | idle reads / writes per min |",
+        "|---|---|---|---|---|---|",
     ]
     for d in ("postgresql", "sqlite"):
         i = r[f"idle_{d}"]
-        lines.append(f"| {d} | {i['reads_per_min']:.1f} | {i['writes_per_min']:.1f} |")
+        lines.append(
+            f"| {d} | {spread(r[f'throughput_{d}_0ms'])} | {spread(r[f'throughput_{d}_5ms'])} | "
+            f"{lat(r[f'latency_in_process_{d}'])} | {cross[d]} | "
+            f"{i['reads_per_min']:.1f} / {i['writes_per_min']:.1f} |"
+        )
     section = "\n".join(lines) + "\n"
     path = ROOT / "docs" / "benchmarks.md"
     text = path.read_text() if path.exists() else "# Benchmarks\n\n"

@@ -23,7 +23,7 @@ from deckyard.config import Settings
 from deckyard.db import Database
 from deckyard.db.migrate import upgrade
 from deckyard.jobs import Runtime
-from deckyard.render.control.inputs import DOCUMENT_PREFIX
+from deckyard.render.control.models import DOCUMENT_PREFIX
 from deckyard.render.control.schema import render_attempts
 from deckyard.render.control.service import RenderService
 from tests.drills.conftest import LIVE, start_renderer
@@ -115,7 +115,7 @@ class Plane:
     samples: list[int] = field(default_factory=list)
 
     async def results(self) -> list[str]:
-        """The store's keys but the render documents (inputs by key, `control/inputs.py`)."""
+        """The store's keys but the render documents (inputs by key, `control/requests.py`)."""
         return [k for k in await self.store.keys() if not k.startswith(DOCUMENT_PREFIX)]
 
     async def occupancy(self) -> int:

@@ -18,7 +18,7 @@ from sqlalchemy import func, select
 from deckyard.decks.site.verify import verify_site_zip
 from deckyard.decks.source.limits import site_zip_limits
 from deckyard.jobs import Runtime
-from deckyard.render.control.inputs import DOCUMENT_PREFIX
+from deckyard.render.control.models import DOCUMENT_PREFIX
 from deckyard.render.control.schema import render_requests
 from tests.helpers.api import make_token, running_app
 from tests.helpers.decks import counts, folder_zip

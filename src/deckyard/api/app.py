@@ -34,8 +34,7 @@ from deckyard.api.jobs import router as jobs_router
 from deckyard.api.maintenance import ApiMaintenance
 from deckyard.api.metrics import router as metrics_router
 from deckyard.api.openapi import install_openapi
-from deckyard.api.render import render_metrics
-from deckyard.api.render import router as render_router
+from deckyard.api.renders import render_metrics, renderers_router
 from deckyard.api.renders import router as renders_router
 from deckyard.api.site_files import router as site_files_router
 from deckyard.api.sites import router as sites_router
@@ -97,7 +96,7 @@ def create_app(settings: Settings, *, node: Node | None = None) -> FastAPI:
     app.include_router(metrics_router)
     app.include_router(jobs_router)
     app.include_router(tasks_router)
-    app.include_router(render_router)
+    app.include_router(renderers_router)
     app.include_router(renders_router)
     app.include_router(decks_router)
     app.include_router(deck_pages_router)

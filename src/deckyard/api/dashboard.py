@@ -36,8 +36,7 @@ from deckyard.api.errors import ApiError
 from deckyard.api.health import readiness
 from deckyard.api.jobs import JobOut, StatusName, owned_job, runtime_of
 from deckyard.api.params import AfterId, BeforeId, RowId, bounded_id
-from deckyard.api.render import render_service
-from deckyard.api.renders import RenderOut, owned_render
+from deckyard.api.renders import RenderOut, owned_render, render_service
 from deckyard.api.tasks import TaskEventOut, executor_of, owned_task, task_out
 from deckyard.db.notify import ANY_CHANNEL, Subscription
 from deckyard.jobs import WAKE_EVENTS, Job

@@ -7,7 +7,7 @@ row naming a missing object. The sweep removes those leftovers, and the artefact
 retention pruned (a job, a render request, a deck's versions).
 
 Which rows count is the `REFERRERS` list: render requests' results and inputs (their documents
-by key, `render/control/inputs.py`), jobs' results, page
+by key, `render/control/requests.py`), jobs' results, page
 versions' screenshot pointers, and publications (every key under the `store_prefix` of a
 publication whose files are not deleted). An object is deleted only when it is
 older than `artifact_sweep_grace_seconds` (a write in progress, or one whose row has not

@@ -11,9 +11,12 @@ from datetime import timedelta
 from pathlib import Path
 
 from deckyard.db import Database
-from deckyard.render.control.inputs import document_object_key, documents_by_reference
 from deckyard.render.control.models import RequestStatus
-from deckyard.render.control.requests import documents_forget
+from deckyard.render.control.requests import (
+    document_object_key,
+    documents_by_reference,
+    documents_forget,
+)
 from deckyard.render.control.store import NewRequest, request_captures, request_insert
 from tests.integration.render.fake_renderer import FakeRenderer
 from tests.integration.render.test_control import Plane, make_plane

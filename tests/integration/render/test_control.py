@@ -25,7 +25,7 @@ from deckyard.db.migrate import upgrade
 from deckyard.jobs import Runtime
 from deckyard.jobs.schema import jobs
 from deckyard.render.control.client import RendererSource, RendererSources
-from deckyard.render.control.coordinator import Coordinator, RenderQueueFull
+from deckyard.render.control.coordinator import Coordinator
 from deckyard.render.control.models import (
     SCREENSHOT_KIND,
     AttemptState,
@@ -33,7 +33,7 @@ from deckyard.render.control.models import (
     RequestStatus,
     ScreenshotSpec,
 )
-from deckyard.render.control.requests import request_waiters, wait_for_terminal
+from deckyard.render.control.requests import RenderQueueFull, request_waiters, wait_for_terminal
 from deckyard.render.control.schema import render_attempts, render_requests, renderers
 from deckyard.render.control.service import RenderService
 from deckyard.render.control.store import (

@@ -17,9 +17,9 @@ import pytest
 from deckyard.config import Settings
 from deckyard.db import Database
 from deckyard.jobs import Job, JobContext, JobError, JobStatus, Runtime
-from deckyard.render.control.coordinator import RenderQueueFull
 from deckyard.render.control.deck_requests import deck_queue_check
 from deckyard.render.control.models import ScreenshotSpec
+from deckyard.render.control.requests import RenderQueueFull
 from deckyard.render.control.service import RenderService
 
 DECK_OPEN = "test.deck_open"

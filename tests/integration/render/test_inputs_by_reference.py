@@ -15,8 +15,8 @@ from sqlalchemy import select
 from deckyard.clock import FakeClock
 from deckyard.db import Database
 from deckyard.decks.sweeper import ArtifactSweeper
-from deckyard.render.control.inputs import document_object_key, documents_by_reference
 from deckyard.render.control.models import RequestStatus
+from deckyard.render.control.requests import document_object_key, documents_by_reference
 from deckyard.render.control.schema import render_requests
 from deckyard.render.control.store import NewRequest, request_insert
 from deckyard.render.control.store_retention import render_requests_prune

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from deckyard.api.render import render_metrics
+from deckyard.api.renders import render_metrics
 from deckyard.artifacts import ArtifactStore
 from deckyard.clock import FakeClock
 from deckyard.config import Settings

@@ -13,9 +13,8 @@ import hashlib
 from sqlalchemy import func, select
 
 from deckyard.artifacts import ArtifactStore
-from deckyard.render.control.inputs import document_object_key
 from deckyard.render.control.models import ScreenshotSpec
-from deckyard.render.control.requests import request_forget
+from deckyard.render.control.requests import document_object_key, request_forget
 from deckyard.render.control.schema import render_attempts, render_requests
 from tests.helpers.api import make_token, running_app
 

@@ -17,8 +17,8 @@ from deckyard.decks.validation.rules import (
     render_outcome_from_error,
 )
 from deckyard.jobs import Runtime, slot_released
-from deckyard.render.control.inputs import document_keys
 from deckyard.render.control.models import RendererState, RequestStatus, ScreenshotSpec
+from deckyard.render.control.requests import document_keys
 from deckyard.render.control.service import NoRendererUp, RenderQueueFull, RenderService
 from deckyard.render.protocol import RenderErrorCode
 

@@ -18,9 +18,9 @@ channel (`models.WAKE_*`) so that a state change wakes only the loop it gives wo
 - `render.recovery` wakes when an attempt takes a lease, sleeps until the nearest lease expiry
   and then releases what expired.
 
-Admission (`queue_check` for new requests, `admit_due` for slots under the caps) runs under
-`acquire_admission_lock`, so no two processes decide at once: the caps and the queue limits hold
-across every node sharing the database, not just within one.
+Admission (`admit_due` for slots under the caps, and `requests.queue_check` for new requests)
+runs under `acquire_admission_lock`, so no two processes decide at once: the caps and the queue
+limits hold across every node sharing the database, not just within one.
 """
 
 from __future__ import annotations
@@ -50,13 +50,11 @@ from deckyard.render.control.client import (
     RendererSources,
 )
 from deckyard.render.control.drain import Draining, drive_drains, probed
-from deckyard.render.control.inputs import DocumentsHeld, document_keys, documents_by_value
 from deckyard.render.control.models import (
     WAKE_ATTEMPTS,
     WAKE_DISPATCH,
     WAKE_STOP,
     AttemptState,
-    ControlErrorCode,
     RenderAttempt,
     Renderer,
     RendererState,
@@ -64,6 +62,7 @@ from deckyard.render.control.models import (
     RequestStatus,
 )
 from deckyard.render.control.receipts import ReceiptPoller, ResultCommitter
+from deckyard.render.control.requests import DocumentsHeld, document_keys, documents_by_value
 from deckyard.render.control.store import (
     RendererChangedConcurrently,
     RendererSeen,
@@ -84,35 +83,6 @@ from deckyard.render.control.store import (
 )
 from deckyard.render.control.store_pages import pages_pending
 from deckyard.render.protocol import Receipt, RenderErrorCode
-
-
-class RenderQueueFull(Exception):
-    """Too many render requests are queued (globally or for the workspace); try again later."""
-
-    code = ControlErrorCode.QUEUE_FULL
-
-    def __init__(self, message: str, retry_after: float) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
-def queue_check(settings: Settings, workspace_id: str, total: int, mine: int) -> None:
-    """Refuse a new one-page render with `RenderQueueFull` when a queue limit is reached.
-
-    `total` and `mine` count active one-page requests and queued deck pages (everyone's, this
-    workspace's), read in the submitting transaction under the admission lock.
-    """
-    retry = settings.render_retry_after_seconds
-    if total >= settings.render_queue_limit:
-        raise RenderQueueFull(
-            f"{total} screenshots are queued (limit {settings.render_queue_limit})", retry
-        )
-    if mine >= settings.render_workspace_queue_limit:
-        raise RenderQueueFull(
-            f"workspace {workspace_id} has {mine} screenshots queued "
-            f"(limit {settings.render_workspace_queue_limit})",
-            retry,
-        )
 
 
 @dataclass(frozen=True)
@@ -293,7 +263,7 @@ class Coordinator:
         self.store = store
         self.documents_sent = 0
         """Documents sent by value because a renderer lacked, or was not known to hold, their
-        key (`inputs.py`)."""
+        key (`requests.py`)."""
         self.documents_held = DocumentsHeld()
         self.client = RendererClient(settings.render_http_timeout_seconds, clock, transport)
         self.committer = ResultCommitter(db, settings, self.client, store, clock)
@@ -517,7 +487,7 @@ class Coordinator:
     async def _submit_by_value(
         self, source: RendererSource, body: dict[str, Any], refusal: Rejection, *, deck: bool
     ) -> Receipt | Rejection | None:
-        """Submit `body` again with the documents the renderer lacks by value (`inputs.py`);
+        """Submit `body` again with the documents the renderer lacks by value (`requests.py`);
         a document no longer stored keeps the refusal (infrastructure, retried elsewhere)."""
         full = await documents_by_value(self.store, body, list(refusal.missing))
         if full is None:

@@ -23,7 +23,6 @@ from deckyard.clock import Clock
 from deckyard.config import Settings
 from deckyard.db import Database, SharedWaiters
 from deckyard.jobs import JobContext, JobError, JobErrorCode, Runtime
-from deckyard.render.control.inputs import documents_by_reference
 from deckyard.render.control.models import (
     DECK_KIND,
     RENDER_REQUEST_EVENT,
@@ -33,7 +32,12 @@ from deckyard.render.control.models import (
     RequestStatus,
     ScreenshotSpec,
 )
-from deckyard.render.control.requests import JobCancels, request_to_resume, wait_for_terminal
+from deckyard.render.control.requests import (
+    JobCancels,
+    documents_by_reference,
+    request_to_resume,
+    wait_for_terminal,
+)
 from deckyard.render.control.store import (
     NewRequest,
     request_cancel_for_jobs,

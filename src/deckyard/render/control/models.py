@@ -64,6 +64,10 @@ class ControlErrorCode(StrEnum):
     """A job's page, named by key, is no longer stored (swept after the job ended, then retried)."""
 
 
+DOCUMENT_PREFIX = "render-documents/"
+"""Where a render's document is stored once, by content key, in the artefact store
+(`requests.document_object_key`); the sweep reads it back (`store_retention.py`)."""
+
 WAKE_DISPATCH = "render.dispatch"
 """Bus channel of the dispatch loop: a request became due (new, requeued) or a slot was freed."""
 WAKE_ATTEMPTS = "render.attempts"

@@ -17,9 +17,8 @@ from deckyard.db import Database
 from deckyard.jobs import Runtime
 from deckyard.loop import Loop
 from deckyard.render.control.client import RendererSources, configured_sources
-from deckyard.render.control.coordinator import Coordinator, RenderQueueFull, queue_check
+from deckyard.render.control.coordinator import Coordinator
 from deckyard.render.control.deck_requests import DeckRenders
-from deckyard.render.control.inputs import document_keys, document_object_key
 from deckyard.render.control.models import (
     RenderAttempt,
     RenderPage,
@@ -31,9 +30,13 @@ from deckyard.render.control.requests import (
     JobCancels,
     NoRendererUp,
     Opening,
+    RenderQueueFull,
     RequestNotFound,
+    document_keys,
+    document_object_key,
     documents_forget,
     open_request,
+    queue_check,
     request_forget,
     request_waiters,
     wait_for_terminal,
@@ -280,7 +283,7 @@ class RenderService:
 
     async def forget_request(self, request: RenderRequest, documents: Sequence[str] = ()) -> None:
         """Delete a finished request nobody keeps (a validation's): artefact, attempts, row,
-        and those of its `documents` (content keys, `inputs.py`) no other request names.
+        and those of its `documents` (content keys, `requests.py`) no other request names.
 
         A validation's page is an input nobody keeps: left to the artefact sweep, every
         `POST /v1/validate` would hold its document in the store for hours. One left to the

@@ -14,7 +14,7 @@ from sqlalchemy import Text, cast, delete, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from deckyard.jobs.status import TERMINAL
-from deckyard.render.control.inputs import DOCUMENT_PREFIX
+from deckyard.render.control.models import DOCUMENT_PREFIX
 from deckyard.render.control.schema import render_attempts, render_pages, render_requests
 
 
@@ -56,7 +56,7 @@ async def render_artifact_keys_referenced(conn: AsyncConnection, keys: Sequence[
 
 
 async def render_document_keys_referenced(conn: AsyncConnection, keys: Sequence[str]) -> set[str]:
-    """Those of `keys` that are render documents (`inputs.py`) a request's input still names.
+    """Those of `keys` that are render documents (`requests.py`) a request's input still names.
 
     A text match (the key is 64 hex digits, so it cannot match by accident), one scan per
     document key; requests are pruned by retention, so the scans stay bounded. A document is

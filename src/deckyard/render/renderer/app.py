@@ -60,9 +60,13 @@ from deckyard.render.protocol import (
 )
 from deckyard.render.renderer.browser.pool import BrowserPool
 from deckyard.render.renderer.browser.tabs import TabPool
-from deckyard.render.renderer.documents import DocumentCache
 from deckyard.render.renderer.drain import Drain
-from deckyard.render.renderer.registry import AttemptConflictError, AttemptRegistry, NoFreeSlotError
+from deckyard.render.renderer.registry import (
+    AttemptConflictError,
+    AttemptRegistry,
+    DocumentCache,
+    NoFreeSlotError,
+)
 from deckyard.render.renderer.ssrf import UrlGuard
 
 log = logging.getLogger(__name__)

@@ -7,13 +7,9 @@ from datetime import UTC, datetime
 import pytest
 
 from deckyard.config import Settings
-from deckyard.render.control.coordinator import (
-    RenderQueueFull,
-    free_slot,
-    queue_check,
-    workspace_slot_cap,
-)
+from deckyard.render.control.coordinator import free_slot, workspace_slot_cap
 from deckyard.render.control.models import Renderer, RendererState
+from deckyard.render.control.requests import RenderQueueFull, queue_check
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from deckyard.render.control.inputs import DocumentsHeld, document_keys
+from deckyard.render.control.requests import DocumentsHeld, document_keys
 
 
 def test_document_keys_of_an_attempt_and_of_a_deck_attempt_in_order_once_each() -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from deckyard.render.protocol import document_key
-from deckyard.render.renderer.documents import DocumentCache
+from deckyard.render.renderer.registry import DocumentCache
 
 
 def doc(n: int, size: int = 100) -> str:

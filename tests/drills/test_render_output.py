@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import struct
+import subprocess
 from pathlib import Path
 
 import httpx
@@ -334,3 +335,38 @@ def test_reused_document_tab_is_reset_between_renders(one_tab: RendererProcess) 
     # The same renderer process served all three renders: the tab was reused, not replaced.
     assert renderer_processes(one_tab) == processes_before
     assert after == before
+
+
+PRINT_STYLED = """<html><head><style>
+body{margin:0;background:rgb(0,0,255)} @media print{body{background:rgb(255,0,0)}}
+</style></head><body><p>media</p><script>document.title = "scripted"</script></body></html>"""
+
+
+def pdf_pixel(pdf: bytes, tmp_path: Path) -> tuple[int, ...]:
+    """The colour at the middle of the PDF's first page, as poppler draws it."""
+    (tmp_path / "page.pdf").write_bytes(pdf)
+    subprocess.run(
+        ["pdftoppm", "-png", "-r", "20", "-singlefile", "page.pdf", "page"],
+        cwd=tmp_path,
+        check=True,
+        timeout=60,
+    )
+    image = decode_png((tmp_path / "page.png").read_bytes())
+    return pixel(image, image[0] // 2, image[1] // 2)
+
+
+def test_every_render_gets_the_media_it_asks_for_on_tabs_used_before(
+    renderer: RendererProcess, tmp_path: Path
+) -> None:
+    # A scripted page resets its tab after it, and the renderer keeps a few tabs: by the later
+    # renders of each kind, each lands on a tab reset after a render with the same media.
+    for turn in range(5):
+        printed = render(
+            renderer, document=PRINT_STYLED, width=320, height=200, format="pdf", media="screen"
+        )
+        assert printed.status_code == 200, printed.text
+        assert pdf_pixel(printed.content, tmp_path) == (0, 0, 255), turn
+    for turn in range(5):
+        shot = render(renderer, document=PRINT_STYLED, width=320, height=200, media="print")
+        assert shot.status_code == 200, shot.text
+        assert pixel(decode_png(shot.content), 160, 100) == (255, 0, 0), turn

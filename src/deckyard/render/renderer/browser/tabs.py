@@ -415,6 +415,9 @@ class DocumentTab:
             if extra is not page:
                 await extra.close()
         await page.goto(DOCUMENT_URL, wait_until="load")
+        # Chromium prints a page loaded after the reset with print media even though the
+        # emulated media still shows as set: the next render emulates its media again.
+        self._media = None
         await self._clear(context, cdp)
         state, cookies = await asyncio.gather(self._probe(), context.cookies())
         left = {k: v for k, v in state.items() if self._baseline.get(k) != v}

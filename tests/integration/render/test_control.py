@@ -27,7 +27,6 @@ from deckyard.jobs.schema import jobs
 from deckyard.render.control.client import RendererSource, RendererSources
 from deckyard.render.control.coordinator import Coordinator
 from deckyard.render.control.models import (
-    SCREENSHOT_KIND,
     AttemptState,
     RenderRequest,
     RequestStatus,
@@ -41,9 +40,9 @@ from deckyard.render.control.store import (
     ResultRefused,
     attempts_active,
     attempts_of_request,
+    renders_queued,
     request_get,
     request_insert,
-    requests_active_count,
     result_commit,
 )
 from tests.integration.render.fake_renderer import FakeFleet, FakeRenderer
@@ -313,7 +312,7 @@ async def test_queue_limits_refuse_new_screenshots(db: Database, tmp_path: Path)
     assert info.value.code == "RENDER_QUEUE_FULL"
     assert info.value.retry_after == s.render_retry_after_seconds
     async with db.read_connection() as conn:
-        assert await requests_active_count(conn, SCREENSHOT_KIND, "a") == (3, 2)
+        assert await renders_queued(conn, "a") == (3, 2)
     assert await service.of_workspace("c") == []
 
 

@@ -26,7 +26,6 @@ from deckyard.jobs import JobContext, JobError, JobErrorCode, Runtime
 from deckyard.render.control.models import (
     DECK_KIND,
     RENDER_REQUEST_EVENT,
-    SCREENSHOT_KIND,
     ControlErrorCode,
     RenderRequest,
     RequestStatus,
@@ -40,12 +39,12 @@ from deckyard.render.control.requests import (
 )
 from deckyard.render.control.store import (
     NewRequest,
+    renders_queued,
     request_cancel_for_jobs,
     request_get,
     request_insert,
-    requests_active_count,
 )
-from deckyard.render.control.store_pages import pages_insert, pages_of_request, pages_queued
+from deckyard.render.control.store_pages import pages_insert, pages_of_request
 from deckyard.render.protocol import RenderErrorCode
 
 log = logging.getLogger(__name__)
@@ -149,9 +148,8 @@ class DeckRenders:
             if earlier is not None:
                 # A retried job resumes its deck render: committed pages are not rendered again.
                 return earlier
-            total, mine = await requests_active_count(conn, SCREENSHOT_KIND, workspace)
-            pages, my_pages = await pages_queued(conn, workspace)
-            deck_queue_check(s, workspace, total + pages, mine + my_pages, len(specs))
+            total, mine = await renders_queued(conn, workspace)
+            deck_queue_check(s, workspace, total, mine, len(specs))
             request, _created = await request_insert(self.db, conn, new, now)
             await pages_insert(conn, request.id, len(specs))
         return request

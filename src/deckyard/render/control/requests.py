@@ -65,15 +65,14 @@ from deckyard.render.control.models import (
 from deckyard.render.control.store import (
     NewRequest,
     renderer_list,
+    renders_queued,
     request_active_by_dedupe,
     request_adopt,
     request_cancel_for_jobs,
     request_insert,
     request_latest_of_job,
-    requests_active_count,
     requests_ended,
 )
-from deckyard.render.control.store_pages import pages_queued
 from deckyard.render.control.store_retention import (
     render_document_keys_referenced,
     render_requests_prune,
@@ -196,9 +195,8 @@ async def open_request(
                 if parent is not None:
                     await request_adopt(conn, joined.id, parent, now)
                 return joined, False
-        total, mine = await requests_active_count(conn, SCREENSHOT_KIND, workspace)
-        pages, my_pages = await pages_queued(conn, workspace)
-        queue_check(settings, workspace, total + pages, mine + my_pages)
+        total, mine = await renders_queued(conn, workspace)
+        queue_check(settings, workspace, total, mine)
         return await request_insert(db, conn, new, now)
 
     return await db.write(admit)

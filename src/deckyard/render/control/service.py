@@ -45,16 +45,16 @@ from deckyard.render.control.store import (
     attempts_of_request,
     occupancy_snapshot,
     renderer_list,
+    renders_queued,
     request_active_by_dedupe,
     request_cancel,
     request_get,
     request_latest_of_job,
     request_retry,
-    requests_active_count,
     requests_kept_finished_after,
     requests_of_workspace,
 )
-from deckyard.render.control.store_pages import pages_of_request, pages_queued
+from deckyard.render.control.store_pages import pages_of_request
 from deckyard.render.control.supervisor import Supervisor
 from deckyard.render.protocol import document_key
 
@@ -254,9 +254,8 @@ class RenderService:
                         f"render {holder.id} is active for the same input; follow it instead",
                         holder.id,
                     )
-            total, mine = await requests_active_count(conn, current.kind, current.workspace_id)
-            pages, my_pages = await pages_queued(conn, current.workspace_id)
-            queue_check(self.settings, current.workspace_id, total + pages, mine + my_pages)
+            total, mine = await renders_queued(conn, current.workspace_id)
+            queue_check(self.settings, current.workspace_id, total, mine)
             await request_retry(self.db, conn, request_id, deadline, now)
             after = await request_get(conn, request_id)
             assert after is not None

@@ -32,6 +32,7 @@ from sqlalchemy import (
     or_,
     select,
     text,
+    union_all,
     update,
 )
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -40,6 +41,8 @@ from deckyard.db import Database
 from deckyard.jobs.status import ACTIVE, ACTIVE_PREDICATE, TERMINAL
 from deckyard.render.control.models import (
     ACTIVE_ATTEMPT,
+    DECK_KIND,
+    PAGE_PENDING,
     SCREENSHOT_KIND,
     WAKE_ATTEMPTS,
     WAKE_DISPATCH,
@@ -63,6 +66,7 @@ from deckyard.render.protocol import RenderErrorCode
 R = render_requests
 A = render_attempts
 N = renderers
+P = render_pages
 RENDERER_COLUMNS = tuple(N.c)
 REQUEST_COLUMNS = tuple(R.c)
 ATTEMPT_COLUMNS = tuple(A.c)
@@ -203,15 +207,20 @@ async def requests_ended(
     return ended, set(request_ids) - found
 
 
-async def requests_active_count(
-    conn: AsyncConnection, kind: str, workspace_id: str
-) -> tuple[int, int]:
-    """Active requests of `kind`: (everyone's, this workspace's)."""
-    rows = await conn.execute(
-        select(R.c.workspace_id, func.count())
-        .where(R.c.kind == kind, R.c.status.in_(ACTIVE))
-        .group_by(R.c.workspace_id)
+async def renders_queued(conn: AsyncConnection, workspace_id: str) -> tuple[int, int]:
+    """What the queue limits count, read under the admission lock: every active one-page
+    request and every page still to render of an active deck request, each one render
+    (everyone's, this workspace's)."""
+    single = select(R.c.workspace_id.label("ws")).where(
+        R.c.kind == SCREENSHOT_KIND, R.c.status.in_(ACTIVE)
     )
+    pages = (
+        select(R.c.workspace_id.label("ws"))
+        .select_from(P.join(R, R.c.id == P.c.request_id))
+        .where(P.c.status == PAGE_PENDING, R.c.kind == DECK_KIND, R.c.status.in_(ACTIVE))
+    )
+    queued = union_all(single, pages).subquery()
+    rows = await conn.execute(select(queued.c.ws, func.count()).group_by(queued.c.ws))
     counts = {str(r[0]): int(r[1]) for r in rows}
     return sum(counts.values()), counts.get(workspace_id, 0)
 

@@ -19,7 +19,6 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from deckyard.db import Database
 from deckyard.render.control.models import (
     ACTIVE_ATTEMPT,
-    DECK_KIND,
     PAGE_COMMITTED,
     PAGE_PENDING,
     AttemptState,
@@ -63,25 +62,6 @@ async def pages_pending(conn: AsyncConnection, request_id: int) -> list[int]:
         .order_by(P.c.page_index)
     )
     return [int(r.page_index) for r in rows]
-
-
-async def pages_queued(conn: AsyncConnection, workspace_id: str) -> tuple[int, int]:
-    """Pages still to render of deck requests not yet ended: (everyone's, this workspace's).
-
-    Each counts like one queued screenshot in the queue limits, read under the admission lock.
-    """
-    rows = await conn.execute(
-        select(R.c.workspace_id, func.count())
-        .select_from(P.join(R, R.c.id == P.c.request_id))
-        .where(
-            P.c.status == PAGE_PENDING,
-            R.c.kind == DECK_KIND,
-            R.c.status.in_([RequestStatus.PENDING.value, RequestStatus.RUNNING.value]),
-        )
-        .group_by(R.c.workspace_id)
-    )
-    counts = {str(r[0]): int(r[1]) for r in rows}
-    return sum(counts.values()), counts.get(workspace_id, 0)
 
 
 async def page_commit(

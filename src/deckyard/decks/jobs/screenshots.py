@@ -1,7 +1,8 @@
 """Screenshot pointers: a page version's rendered image, keyed by content and render settings.
 
 A pointer names a committed artefact and the `input_hash` of the render that made it (the
-SHA-256 of the document and every render setting, `ScreenshotSpec.input_hash`). The render that
+SHA-256 of the document and every render setting but the audit, `ScreenshotSpec.picture_hash`:
+an audit changes the diagnostics, not the picture). The render that
 validates a page already produces the PNG a default screenshot asks for, so `page.validate`
 keeps it as the version's pointer, and `page.screenshot` of a version whose pointer has the
 same key returns it without a second render: a page version is rendered once per settings.
@@ -36,13 +37,13 @@ def screenshot_pointer(
         "height": spec.height,
         "scale": spec.scale,
         "format": spec.format,
-        "input_hash": spec.input_hash(),
+        "input_hash": spec.picture_hash(),
     }
 
 
 def pointer_matches(pointer: Any, spec: ScreenshotSpec) -> bool:
-    """Whether `pointer` is a render of exactly `spec` (same document, same settings)."""
-    return isinstance(pointer, dict) and pointer.get("input_hash") == spec.input_hash()
+    """Whether `pointer` draws exactly `spec` (same document, same settings but the audit)."""
+    return isinstance(pointer, dict) and pointer.get("input_hash") == spec.picture_hash()
 
 
 async def kept_screenshot(pointer: Any, spec: ScreenshotSpec, store: ArtifactStore) -> bytes | None:

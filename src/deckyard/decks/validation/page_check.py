@@ -26,7 +26,8 @@ SKIP_REASON = "skip_visual_verification was requested"
 
 
 def slide_spec(page: CompiledPage, *, fmt: str = "png", scale: float = 1.0) -> ScreenshotSpec:
-    """A screenshot of a compiled page at its slide size."""
+    """A validating screenshot of a compiled page at its slide size (audited: the page audit's
+    findings are part of its validation)."""
     return ScreenshotSpec.model_validate(
         {
             "html": page.document,
@@ -34,6 +35,7 @@ def slide_spec(page: CompiledPage, *, fmt: str = "png", scale: float = 1.0) -> S
             "height": page.height,
             "scale": scale,
             "format": fmt,
+            "audit": True,
         }
     )
 

@@ -119,10 +119,11 @@ class ScreenshotSpec(BaseModel):
         "browser laid them out) in the result's `diagnostics.layout`, for an editable export.",
     )
     audit: bool = Field(
-        True,
-        description="False: no accessibility or glyph audit in this render (an export of "
-        "pages already validated); the renderer's `renderer_page_audit` still decides when "
-        "true.",
+        False,
+        description="Also audit the page after its capture (axe-core's accessibility rules, "
+        "missing glyphs), where the renderer runs the audit (`renderer_page_audit`); the "
+        "findings are in the result's diagnostics. A page's validation does; a screenshot "
+        "does not unless asked: the audit can take as long as the render itself.",
     )
 
     @field_validator("url")
@@ -178,6 +179,11 @@ class ScreenshotSpec(BaseModel):
         if not capture:
             data["capture"] = False
         return data
+
+    def picture_hash(self) -> str:
+        """`input_hash` without the audit: renders that differ only in whether they were
+        audited draw the same picture (a screenshot may use the one its validation drew)."""
+        return self.model_copy(update={"audit": True}).input_hash()
 
     def input_hash(self, *, capture: bool = True) -> str:
         """SHA-256 of the canonical render input: the same target and config hash the same.

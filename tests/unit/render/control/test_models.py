@@ -32,3 +32,13 @@ def test_the_document_and_every_setting_count() -> None:
 def test_a_document_is_not_the_same_as_its_key() -> None:
     """The document enters the hash by its content key; HTML that is that key's text differs."""
     assert spec(html=document_key("<h1>Hi</h1>")).input_hash() != spec().input_hash()
+
+
+def test_a_screenshot_is_not_audited_unless_asked_and_the_audit_leaves_the_picture_alike() -> None:
+    plain, audited = spec(), spec(audit=True)
+    assert plain.render_input()["audit"] is False  # the renderer audits unless told not to
+    assert "audit" not in audited.render_input()
+    assert plain.input_hash() != audited.input_hash()
+    # the picture is the same: a screenshot may use the PNG its page's validation drew
+    assert plain.picture_hash() == audited.picture_hash() == audited.input_hash()
+    assert spec(width=801).picture_hash() != plain.picture_hash()

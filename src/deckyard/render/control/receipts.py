@@ -240,6 +240,16 @@ class _Plan:
     ends: list[tuple[RenderAttempt, AttemptState, str, str, bool]] = field(default_factory=list)
 
 
+def _failed_end(
+    attempt: RenderAttempt, receipt: Receipt
+) -> tuple[RenderAttempt, AttemptState, str, str, bool]:
+    """The end a `failed` receipt gives its attempt (retryable as the renderer says, else by
+    its code)."""
+    code = receipt.error_code or RenderErrorCode.INTERNAL_ERROR.value
+    retryable = receipt.retryable if receipt.retryable is not None else is_retryable(code)
+    return attempt, AttemptState.FAILED, code, receipt.message or code, retryable
+
+
 def _completeness(receipt: Receipt) -> tuple[bool, int]:
     """How much a deck receipt says: an ended attempt's most, then more finished pages."""
     return receipt.status.terminal, len(receipt.pages or [])
@@ -449,13 +459,7 @@ class ReceiptPoller:
             elif receipt.status is AttemptStatus.SUCCEEDED:
                 self._start_fetch(attempt, receipt, source)
             elif receipt.status is AttemptStatus.FAILED:
-                code = receipt.error_code or RenderErrorCode.INTERNAL_ERROR.value
-                retryable = (
-                    receipt.retryable if receipt.retryable is not None else is_retryable(code)
-                )
-                plan.ends.append(
-                    (attempt, AttemptState.FAILED, code, receipt.message or code, retryable)
-                )
+                plan.ends.append(_failed_end(attempt, receipt))
             elif receipt.status is AttemptStatus.CANCELLED:
                 plan.ends.append(
                     (
@@ -519,12 +523,15 @@ class ReceiptPoller:
         """Commit the results a change answer carries; False when a receipt pass must look.
 
         Taken here: succeeded single attempts this process posted (their rows' ids are all the
-        result CAS needs, and it decides as it does after a pass), and the newly finished pages
-        of a live deck attempt this process posted (the page CAS decides, as after a pass;
-        leases are the timed pass's to renew). Anything else (a failure, a deck's end, a deck
-        whose pages are being committed already, an attempt posted elsewhere, an answer that
-        misses endings) is left to the pass. Each page of a deck used to cost a pass: two reads
-        and the renderer's whole receipt of the deck fetched again, which the answer carries.
+        result CAS needs, and it decides as it does after a pass), their failures (ended as a
+        pass ends them: the answer counts as the receipt served, so a draining renderer that
+        handed the attempt back may exit at once, and a pass after that found it gone and
+        ended the attempt lost), and the newly finished pages of a live deck attempt this
+        process posted (the page CAS decides, as after a pass; leases are the timed pass's to
+        renew). Anything else (a deck's end, a deck whose pages are being committed already,
+        an attempt posted elsewhere, an answer that misses endings) is left to the pass. Each
+        page of a deck used to cost a pass: two reads and the renderer's whole receipt of the
+        deck fetched again, which the answer carries.
         """
         taken = answer.complete
         for receipt in answer.receipts:
@@ -533,12 +540,13 @@ class ReceiptPoller:
                 continue
             expected = self._expected.get(receipt.attempt_id)
             attempt = expected[0] if expected is not None else None
-            if (
-                attempt is None
-                or receipt.status is not AttemptStatus.SUCCEEDED
-                or receipt.pages is not None
-                or receipt.epoch != attempt.renderer_epoch
-            ):
+            if attempt is None or receipt.epoch != attempt.renderer_epoch:
+                taken = False
+                continue
+            if receipt.status is AttemptStatus.FAILED:
+                self._start_end(attempt, receipt)
+                continue
+            if receipt.status is not AttemptStatus.SUCCEEDED:
                 taken = False
                 continue
             inline: bytes | None = None
@@ -585,6 +593,23 @@ class ReceiptPoller:
             tracing.result_span(attempt, source.name, work),
             name=f"render-result:{attempt.attempt_key}",
         )
+        self._fetching[key] = task
+        task.add_done_callback(functools.partial(self._fetched, key))
+
+    def _start_end(self, attempt: RenderAttempt, receipt: Receipt) -> None:
+        """End a single attempt from its `failed` receipt in the background, as a pass would
+        (one at a time per attempt; `attempt_end` ends an attempt once)."""
+        key = attempt.attempt_key
+        running = self._fetching.get(key)
+        if running is not None and not running.done():
+            return
+        self.stats.from_changes += 1
+
+        async def end() -> bool:
+            await self._apply(_Plan(ends=[_failed_end(attempt, receipt)]), [receipt])
+            return False
+
+        task = asyncio.create_task(end(), name=f"render-end:{key}")
         self._fetching[key] = task
         task.add_done_callback(functools.partial(self._fetched, key))
 

@@ -9,7 +9,8 @@ from deckyard.clock import SYSTEM_CLOCK
 from deckyard.jobs import JobContext, Runtime
 from deckyard.render.control.models import RendererState
 from deckyard.render.control.store import RendererSeen, renderer_list, renderer_upsert_if_changed
-from tests.helpers.api import make_token, running_app
+from tests.helpers.api import ROOMY_LEASE, make_token, running_app
+from tests.helpers.eventually import eventually
 
 
 def sse_events(text: str) -> list[dict[str, str]]:
@@ -72,7 +73,9 @@ async def test_cancel_and_events_with_resume(db_url: str) -> None:
 
 
 async def test_events_stream_follows_a_running_job(db_url: str) -> None:
-    async with running_app(db_url) as (app, client):
+    # a roomy lease: the job waits while the stream is read, and a short test lease lost under
+    # a loaded machine's starved heartbeat showed as `cas_lost`/`recovered` in the stream
+    async with running_app(db_url, **ROOMY_LEASE) as (app, client):
         alice = await make_token(app, "alice")
         rt: Runtime = app.state.runtime
         go = asyncio.Event()
@@ -86,7 +89,12 @@ async def test_events_stream_follows_a_running_job(db_url: str) -> None:
         rt.worker(["live"])
         job = await rt.enqueue("steps", workspace_id="alice")
         reader = asyncio.create_task(client.get(f"/v1/jobs/{job.id}/events", headers=alice))
-        await asyncio.sleep(0.3)
+
+        async def running() -> bool:
+            found = await rt.get(job.id)
+            return found is not None and found.status == "running"
+
+        await eventually(running)
         go.set()
         events = sse_events((await asyncio.wait_for(reader, 10)).text)
         assert [e["event"] for e in events] == ["started", "progress", "succeeded"]

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import struct
-from typing import Any
 
 import pytest
 
 from tests.helpers.api import make_token, running_app
 from tests.helpers.eventually import eventually
+from tests.helpers.renders import sse_events
 
 pytestmark = [pytest.mark.chromium, pytest.mark.processes]
 
@@ -22,16 +21,6 @@ def png_size(data: bytes) -> tuple[int, int]:
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = struct.unpack(">II", data[16:24])
     return width, height
-
-
-def sse_events(text: str) -> list[tuple[str, dict[str, Any]]]:
-    """(event, data) of each event of a finished SSE body."""
-    found = []
-    for block in text.strip().split("\n\n"):
-        fields = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
-        if "event" in fields:
-            found.append((fields["event"], json.loads(fields["data"])))
-    return found
 
 
 async def test_screenshot_is_a_render_request_with_its_artifact_and_events(db_url: str) -> None:

@@ -129,7 +129,6 @@ class DeckJobs:
                 "width": first.width,
                 "height": first.height,
                 "wait": {"until": "load", "delay_ms": 300},
-                "audit": False,  # a load check of the built site, not a check of its content
             }
         )
         outcome = await self.gateway.run(

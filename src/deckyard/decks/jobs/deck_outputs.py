@@ -9,7 +9,7 @@ by default), rendered as the format's `needs` say, built, stored.
 
 With `steps` in the payload the deck is first expanded into a page per step
 (`compile.steps.step_deck`) and those pages are compiled and rendered instead of the stored
-versions. Renders made here skip the page audit: the pages were audited when validated. The
+versions. Renders made here are not audited (a spec's default): the pages were when validated. The
 format then builds in this process (never in the renderer), and the file goes to the artefact
 store under the job, named in the result (`artifact_key`, `content_type`, `size`, `sha256`, as
 render requests name theirs, so `GET /v1/jobs/{id}/artifact` serves it) with the format's
@@ -137,7 +137,6 @@ class DeckOutputs:
                 "format": "pdf",
                 "media": "print",
                 "pdf_tagged": bool(ctx.payload.get("tagged")),
-                "audit": False,  # each slide was audited as its page; the print adds nothing
             }
         )
         outcome = await self.validator.gateway.run(
@@ -159,8 +158,8 @@ class DeckOutputs:
         slide = row.manifest.get("slide") or {}
         documents = self._documents(row, source, stepped=stepped)
         specs = [
-            # the pages were audited when validated: the export's render only draws and measures
-            slide_spec_for(html, slide, {}).model_copy(update={"layout": True, "audit": False})
+            # unaudited (a spec's default): the pages were audited when validated
+            slide_spec_for(html, slide, {}).model_copy(update={"layout": True})
             for _, html in documents
         ]
         outcomes = await render_specs(self.validator, ctx, specs)

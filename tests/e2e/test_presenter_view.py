@@ -11,9 +11,9 @@ from playwright.async_api import async_playwright
 
 from deckyard.config import Settings
 from deckyard.decks.compile.documents import compile_deck
-from deckyard.decks.site.build import build_site
 from deckyard.decks.source.folder import load_deck_folder
 from deckyard.decks.source.limits import DeckLimits
+from deckyard.outputs.site_build import build_site
 from deckyard.render.renderer.browser.pool import find_chromium
 
 pytestmark = pytest.mark.chromium

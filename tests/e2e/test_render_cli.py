@@ -71,9 +71,12 @@ def assert_pdf_queued_behind_the_pages(db: Path) -> None:
     behind."""
     with closing(sqlite3.connect(db)) as conn:
         jobs = {
-            kind: (status, created, finished)
-            for kind, status, created, finished in conn.execute(
-                "SELECT kind, status, created_at, finished_at FROM jobs WHERE parent_id IS NULL"
+            f"{kind}:{json.loads(payload).get('format', 'pdf')}"
+            if kind == "deck.export"
+            else kind: (status, created, finished)
+            for kind, status, created, finished, payload in conn.execute(
+                "SELECT kind, status, created_at, finished_at, payload FROM jobs "
+                "WHERE parent_id IS NULL"
             )
         }
         attempts = conn.execute(
@@ -82,10 +85,10 @@ def assert_pdf_queued_behind_the_pages(db: Path) -> None:
         ).fetchall()
     assert {kind: status for kind, (status, _c, _f) in jobs.items()} == {
         "deck.validate": "succeeded",
-        "deck.export": "succeeded",
-        "deck.build": "succeeded",
+        "deck.export:pdf": "succeeded",
+        "deck.export:zip": "succeeded",
     }
-    assert jobs["deck.export"][1] < jobs["deck.validate"][2]
+    assert jobs["deck.export:pdf"][1] < jobs["deck.validate"][2]
     deck = [a for a in attempts if a[0] == "deck"]
     assert len(deck) == 1 and len(json.loads(deck[0][1] or "[]")) == 1  # 2 slots, both its own
     others_started = min(created for kind, _x, created, _f in attempts if kind != "deck")

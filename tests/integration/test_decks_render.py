@@ -162,6 +162,25 @@ async def test_renderer_up(db_url: str) -> None:
         assert done.result["browser"]["files_served"] == entries - 1 - 5  # the index, 5 pages
         assert site.headers["content-type"] == "application/zip"
         assert verify_site_zip(site.content, site_zip_limits(app.state.settings)).page_count == 6
+        # the site is the `zip` output format: `deck.export`, as `?format=zip` makes it
+        assert done.kind == "deck.export" and done.result["format"] == "zip"
+        assert done.result["site_version"] == f"{deck_id}.{done.result['deck_version']}"
+        again = await client.post(f"{base}/export?format=zip", headers=alice)
+        same = await rt.wait(again.json()["id"], timeout=180)
+        assert same.status == "succeeded", (same.error_code, same.error_message)
+        assert same.result["sha256"] == done.result["sha256"]  # a deterministic ZIP
+        no_steps = await client.post(
+            f"{base}/export?format=zip", json={"steps": True}, headers=alice
+        )
+        assert no_steps.status_code == 422, no_steps.text
+        assert no_steps.json()["error"]["code"] == "EXPORT_OPTION_UNSUPPORTED"
+        # a `deck.build` job an older version queued still makes the site
+        legacy = await rt.enqueue(
+            "deck.build", {"deck_id": deck_id}, queue="decks", workspace_id=done.workspace_id
+        )
+        old = await rt.wait(legacy.id, timeout=180)
+        assert old.status == "succeeded", (old.error_code, old.error_message)
+        assert old.result["format"] == "zip" and old.result["sha256"] == done.result["sha256"]
 
 
 async def render_request_count(app: FastAPI) -> int:

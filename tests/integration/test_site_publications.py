@@ -13,9 +13,9 @@ from fastapi import FastAPI
 
 from deckyard.decks.compile.documents import compile_deck
 from deckyard.decks.jobs.site_jobs import SiteJobs, store_prefix
-from deckyard.decks.site.build import build_site
 from deckyard.decks.store import deck_get, deck_source
 from deckyard.decks.store_sites import publication_keys_referenced
+from deckyard.outputs.site_build import build_site
 from tests.helpers.api import make_token, running_app
 from tests.helpers.decks import json_deck
 

@@ -27,8 +27,8 @@ from deckyard.clock import SYSTEM_CLOCK
 from deckyard.config import Settings
 from deckyard.decks.compile.documents import compile_deck
 from deckyard.decks.jobs.names import DeckJobKind
-from deckyard.decks.site.build import build_site
 from deckyard.decks.store import deck_get, deck_source
+from deckyard.outputs.site_build import build_site
 from deckyard.webhooks.delivery import body_bytes, post_signed
 from deckyard.webhooks.models import WebhookErrorCode
 from deckyard.webhooks.signing import verify

@@ -9,12 +9,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from deckyard.decks.compile.slide_markdown import slide_notes
 from deckyard.decks.errors import CompileProblem
-from deckyard.decks.site.presenter import page_notes
 from deckyard.decks.source.deck_source import PAGE_NAME_PATTERN, PageKind, SourceWarning
 from deckyard.decks.source.marp_deck import MARP_MARK
 from deckyard.decks.source.reveal_html import reveal_page_notes
 from deckyard.decks.store import DeckRow, PageVersionRow
 from deckyard.decks.validation.result import ValidationResult
+from deckyard.outputs.site_presenter import page_notes
 
 
 class ProblemOut(BaseModel):

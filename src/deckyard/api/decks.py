@@ -276,7 +276,8 @@ async def screenshot_page(
 
 @router.post("/{deck_id:int}/build", status_code=202, response_model=JobOut)
 async def build_deck(request: Request, principal: Caller, deck_id: RowId) -> JSONResponse:
-    """Build the static site ZIP as a job; its artefact is at `/v1/jobs/{id}/artifact`."""
+    """Build the static site ZIP as a job (`deck.export` of `zip`, as `.../export?format=zip`);
+    its artefact is at `/v1/jobs/{id}/artifact`."""
     await owned_deck(request, principal, deck_id)
     return accepted(await deck_service(request).build(principal.workspace_id, deck_id))
 
@@ -293,12 +294,14 @@ async def export_deck(
             alias="format",
             min_length=1,
             max_length=20,
-            description="`pdf` (default) or `pptx`: editable slides where the page allows, "
-            "else the slide's picture; the job's result has a per-slide report (`pages`).",
+            description="`pdf` (default); `pptx`: editable slides where the page allows, "
+            "else the slide's picture, with a per-slide report (`pages`) in the job's result; "
+            "`zip`: the static site, checked in Chromium (as `POST .../build`).",
         ),
     ] = PDF_FORMAT,
 ) -> JSONResponse:
-    """Export the deck as one PDF (a page per slide, at slide size), or `?format=pptx`, as a job.
+    """Export the deck as one PDF (a page per slide, at slide size), `?format=pptx` or
+    `?format=zip` (the static site), as a job.
 
     The PDF has an outline of the slide titles, working `#slide-N` links and the deck's
     title, author and language. Body (optional): `{"tagged": true}` for a tagged PDF,
@@ -315,6 +318,10 @@ async def export_deck(
     steps = body.steps if body else False
     if fmt != PDF_FORMAT and tagged:
         raise ApiError(422, EXPORT_OPTION_UNSUPPORTED, f"tagged applies to pdf, not {fmt}")
+    if steps and not OUTPUTS[fmt].stepped:
+        raise ApiError(
+            422, EXPORT_OPTION_UNSUPPORTED, f"steps do not apply to {fmt}: it plays them itself"
+        )
     job = await deck_service(request).export(
         principal.workspace_id, deck_id, tagged=tagged, steps=steps, fmt=fmt
     )

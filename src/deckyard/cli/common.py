@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 # What `deckyard render --format` accepts; shared by the command and the pipeline it runs.
-FORMATS = ("png", "pdf", "zip", *OUTPUTS)
+FORMATS = ("png", *OUTPUTS)
 
 
 def fail(lines: list[str] | str, code: int = 2) -> NoReturn:

@@ -341,16 +341,15 @@ class Pipeline:
             # the pages without one are rendered together, in one deck render
             shown = steps.deck_id if steps is not None else whole
             shots = await self.service.screenshot_deck(WORKSPACE, shown, PNG_CONFIG)
-        if "zip" in formats:
-            work.append((await self.service.build(WORKSPACE, whole), out / "site.zip", "build"))
-        exported = steps.deck_id if steps is not None else whole
         for name in sorted(formats & OUTPUTS.keys()):
+            output = OUTPUTS[name]
             if name == PDF_FORMAT and self.export_job is not None:
                 made, self.export_job = self.export_job, None  # started with the validation
             else:
                 tagged = self.pdf_tagged and name == PDF_FORMAT
+                exported = steps.deck_id if steps is not None and output.stepped else whole
                 made = await self.service.export(WORKSPACE, exported, fmt=name, tagged=tagged)
-            work.append((made, out / OUTPUTS[name].file_name, name))
+            work.append((made, out / output.file_name, name))
         bar = self.progress.add_task("pdf, site", total=len(work)) if work else None
 
         async def one(job: Job, dest: Path, what: str) -> None:

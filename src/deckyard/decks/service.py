@@ -18,7 +18,6 @@ from deckyard.decks.asset_edits import AssetEdits, StagedReplace
 from deckyard.decks.compile.documents import CompileReport, compile_deck_report
 from deckyard.decks.deck_edits import DeckEdits
 from deckyard.decks.errors import CompileProblem
-from deckyard.decks.jobs.deck_jobs import DeckJobs
 from deckyard.decks.jobs.deck_outputs import DeckOutputs
 from deckyard.decks.jobs.deck_pages import DeckPageJobs
 from deckyard.decks.jobs.deck_style import DeckStyleJob
@@ -52,6 +51,7 @@ from deckyard.decks.validation.page_check import PageValidator
 from deckyard.decks.validation.render_check import RenderGateway
 from deckyard.decks.validation.result import ValidationResult
 from deckyard.jobs import Job, Runtime
+from deckyard.outputs.site import SITE
 from deckyard.render.control.service import RenderService
 from deckyard.tasks import TaskExecutor
 
@@ -94,13 +94,7 @@ class DeckService:
         self.gateway = RenderGateway(render, runtime)
         self.validator = PageValidator(self.gateway, settings, self.offload)
         self.page_jobs = PageJobs(db, settings, clock, self.gateway, self.validator)
-        self.deck_jobs = DeckJobs(
-            db,
-            settings,
-            render.store,
-            self.gateway,
-            DeckOutputs(db, settings, render.store, self.validator, self.limits),
-        )
+        self.outputs = DeckOutputs(db, settings, render.store, self.validator, self.limits)
         self.deck_pages = DeckPageJobs(db, render.store, self.validator)
         self.pages = PageEdits(db, clock)
         self.edits = DeckEdits(db, render.store, clock)
@@ -111,8 +105,8 @@ class DeckService:
             DeckJobKind.PAGE_EDIT: self.page_jobs.edit,
             DeckJobKind.PAGE_SCREENSHOT: self.page_jobs.screenshot,
             DeckJobKind.DECK_STYLE: DeckStyleJob(db, clock, self.validator).run,
-            DeckJobKind.DECK_BUILD: self.deck_jobs.build,
-            DeckJobKind.DECK_EXPORT: self.deck_jobs.export,
+            DeckJobKind.DECK_BUILD: self.outputs.build,
+            DeckJobKind.DECK_EXPORT: self.outputs.export,
             DeckJobKind.SITE_GO_LIVE: SiteJobs(
                 db, settings, render.store, clock, runtime=runtime
             ).go_live,
@@ -258,8 +252,8 @@ class DeckService:
         return await kept_screenshot(version.screenshot, spec, self.render.store)
 
     async def build(self, workspace_id: str, deck_id: int) -> Job:
-        """Enqueue `deck.build`."""
-        return await self._enqueue(DeckJobKind.DECK_BUILD, {"deck_id": deck_id}, workspace_id, None)
+        """Enqueue the site ZIP: `deck.export` of `zip`."""
+        return await self.export(workspace_id, deck_id, fmt=SITE.name)
 
     async def export(
         self,

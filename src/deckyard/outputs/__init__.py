@@ -2,35 +2,43 @@
 (`interface.OutputFormat`), and `OUTPUTS`, the one registry the CLI, the API and the deck
 jobs look formats up in. Adding a format means its module and one line here.
 
-The registry holds the formats `deck.export` makes: the PDF (from the printed deck) and the
-PPTX (from the rendered pages and their layouts). PNGs and the site ZIP are still made by
-their own deck jobs (`deck.screenshots`, `deck.build`).
+The registry holds the formats `deck.export` makes: the PDF (from the printed deck), the PPTX
+(from the rendered pages and their layouts) and the site ZIP (from the compiled pages, then
+checked as a site). A page's PNG is the picture its validation rendered (or `deck.screenshots`
+renders), one file per page, not a deck-wide file: it is not a format here.
 """
 
 from __future__ import annotations
 
 from deckyard.outputs.interface import (
+    NOTES_CLASS,
     SLIDE_ANCHOR_PREFIX,
+    CompiledInput,
     DeckInput,
     Needs,
     OutputFile,
     OutputFormat,
     PageInput,
     Printed,
+    Verify,
 )
 from deckyard.outputs.pdf import PDF
 from deckyard.outputs.pptx import PPTX
+from deckyard.outputs.site import SITE
 
-OUTPUTS: dict[str, OutputFormat] = {PDF.name: PDF, PPTX.name: PPTX}
+OUTPUTS: dict[str, OutputFormat] = {PDF.name: PDF, PPTX.name: PPTX, SITE.name: SITE}
 """Every registered output format, by name (the first is the export's default)."""
 
 __all__ = [
+    "NOTES_CLASS",
     "OUTPUTS",
     "SLIDE_ANCHOR_PREFIX",
+    "CompiledInput",
     "DeckInput",
     "Needs",
     "OutputFile",
     "OutputFormat",
     "PageInput",
     "Printed",
+    "Verify",
 ]

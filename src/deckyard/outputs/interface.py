@@ -1,12 +1,13 @@
 """The one interface every output format implements, and the values it works on.
 
 A format turns a deck, as the deck job gathered it (`DeckInput`: the manifest's facts and
-what the format's `needs` asked to be rendered: per page, its PNG, its layout and its speaker
-notes, or the print document and Chromium's PDF of it), into one file (`OutputFile`: the
-bytes, a per-page report, warnings and facts for the job's result). The caller (the
-`deck.export` job) does the rendering and the storing; a format only builds, off the event
-loop, and never talks to the renderer. A format that needs another kind of render adds a
-`Needs` and the field it fills to `DeckInput`.
+what the format's `needs` asked for: per page, its PNG, its layout and its speaker notes; or
+the print document and Chromium's PDF of it; or every page's compiled document, unrendered),
+into one file (`OutputFile`: the bytes, a per-page report, warnings and facts for the job's
+result). The caller (the `deck.export` job) does the rendering, the checking the format's
+`verify` names, and the storing; a format only builds, off the event loop, and never talks to
+the renderer. A format that needs another kind of render adds a `Needs` and the field it fills
+to `DeckInput`; one that needs another check after building adds a `Verify`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,10 @@ from typing import Any, Protocol
 SLIDE_ANCHOR_PREFIX = "slide-"
 """The id of slide N in a print document is `slide-N`: its `#slide-N` links jump there."""
 
+NOTES_CLASS = "dy-notes"
+"""The class of the hidden `<aside>` of a compiled page that holds its speaker notes (the
+compilers write it; the formats read the notes from it)."""
+
 
 class Needs(StrEnum):
     """What a format needs rendered before it can build."""
@@ -27,6 +32,36 @@ class Needs(StrEnum):
 
     PRINTED = "printed"
     """The deck's print document (a printed page per slide) and Chromium's PDF of it."""
+
+    COMPILED = "compiled"
+    """Every page's compiled document, with no render (`DeckInput.compiled`)."""
+
+
+class Verify(StrEnum):
+    """What the deck job checks of a built file before it stores it."""
+
+    NONE = "none"
+    """Nothing beyond the build."""
+
+    SITE = "site"
+    """A static site ZIP: a safe extraction checked against its `manifest.json`, then its
+    `index.html` loaded in Chromium with the site's files as the only reachable ones (a
+    failed or blocked request, a page error or a broken image refuses the file)."""
+
+
+class CompiledInput(Protocol):
+    """One compiled page as a format reads it (the deck compiler's `CompiledPage` is one)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def document(self) -> str: ...
+    @property
+    def sha256(self) -> str: ...
+    @property
+    def width(self) -> int: ...
+    @property
+    def height(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -50,7 +85,8 @@ class Printed:
 @dataclass(frozen=True)
 class DeckInput:
     """What a format builds from: the deck's metadata, slide size in CSS pixels, its slide
-    count, and what `needs` asked for (`pages`, or `printed`)."""
+    count, its version (`{deck id}.{deck version}`), and what `needs` asked for (`pages`,
+    `printed` or `compiled`)."""
 
     title: str
     author: str | None
@@ -60,6 +96,8 @@ class DeckInput:
     slides: int
     pages: list[PageInput] = field(default_factory=list)
     printed: Printed | None = None
+    compiled: list[CompiledInput] = field(default_factory=list)
+    version: str | None = None
     budget_bytes_per_slide: int = 0
     """A file size a slide may take before the format warns (0: no budget)."""
 
@@ -96,6 +134,17 @@ class OutputFormat(Protocol):
     @property
     def needs(self) -> Needs:
         """What the deck job renders for it."""
+        ...
+
+    @property
+    def verify(self) -> Verify:
+        """What the deck job checks of the built file before storing it."""
+        ...
+
+    @property
+    def stepped(self) -> bool:
+        """Whether a page per step (`steps`) applies: a file of still pages does; one that
+        plays the steps itself (the site) does not."""
         ...
 
     async def make(self, deck: DeckInput) -> OutputFile:

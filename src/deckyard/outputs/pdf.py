@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 
-from deckyard.outputs.interface import DeckInput, Needs, OutputFile
+from deckyard.outputs.interface import DeckInput, Needs, OutputFile, Verify
 
 
 class PdfFormat:
@@ -20,6 +20,8 @@ class PdfFormat:
     file_name = "deck.pdf"
     media_type = "application/pdf"
     needs = Needs.PRINTED
+    verify = Verify.NONE
+    stepped = True
 
     async def make(self, deck: DeckInput) -> OutputFile:
         """Make the printed PDF navigable (in a thread: pikepdf rewrites the whole file)."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 
-from deckyard.outputs.interface import DeckInput, Needs, OutputFile
+from deckyard.outputs.interface import DeckInput, Needs, OutputFile, Verify
 
 MEDIA_TYPE = "application/vnd.openxmlformats-officedocument.presentationml.presentation"
 
@@ -20,6 +20,8 @@ class PptxFormat:
     file_name = "deck.pptx"
     media_type = MEDIA_TYPE
     needs = Needs.PAGE_LAYOUTS
+    verify = Verify.NONE
+    stepped = True
 
     async def make(self, deck: DeckInput) -> OutputFile:
         """Build the PPTX in a thread (python-pptx and Pillow are blocking and CPU-bound)."""

@@ -8,7 +8,6 @@ import pytest
 
 from deckyard.config import Settings
 from deckyard.decks.compile.documents import compile_deck_report, compile_print_document
-from deckyard.decks.site.build import build_site
 from deckyard.decks.site.verify import verify_site_zip
 from deckyard.decks.source.deck_source import DeckSource, PageKind
 from deckyard.decks.source.folder import load_deck_folder
@@ -20,6 +19,7 @@ from deckyard.decks.validation.rules import (
     render_outcome_from_diagnostics,
     validation_result,
 )
+from deckyard.outputs.site_build import build_site
 from deckyard.render.protocol import Diagnostics
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "launch-deck"

@@ -17,10 +17,10 @@ from deckyard.decks.compile.documents import (
 )
 from deckyard.decks.compile.themes import expand_theme
 from deckyard.decks.errors import CompileErrorCode, DeckSourceError
-from deckyard.decks.site.presenter import page_notes
 from deckyard.decks.source.folder import load_deck_folder
 from deckyard.decks.source.limits import DeckLimits
 from deckyard.decks.source.zip_archive import load_deck_zip
+from deckyard.outputs.site_presenter import page_notes
 from tests.helpers.decks import PNG_1PX, MakeDeck
 from tests.helpers.reveal import reveal_deck
 

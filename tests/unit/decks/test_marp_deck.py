@@ -14,12 +14,12 @@ from deckyard.decks.compile.documents import (
     compile_print_document,
 )
 from deckyard.decks.errors import DeckSourceError, DeckSourceErrorCode
-from deckyard.decks.site.presenter import page_notes
 from deckyard.decks.source import marp_engine
 from deckyard.decks.source.deck_source import DeckSource, PageKind
 from deckyard.decks.source.folder import load_deck_folder
 from deckyard.decks.source.importer import import_markdown_deck
 from deckyard.decks.source.limits import DeckLimits
+from deckyard.outputs.site_presenter import page_notes
 
 pytestmark = pytest.mark.processes  # each conversion runs Node
 

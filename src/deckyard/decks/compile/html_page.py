@@ -29,7 +29,7 @@ from deckyard.decks.compile.assets import (
 from deckyard.decks.compile.css_scope import CssContext, rewrite_stylesheet, rewrite_values
 from deckyard.decks.compile.markdown import LINE_ATTR, MARKER_TAG
 from deckyard.decks.compile.reveal import REVEAL_SCRIPT, go_to_slide_script
-from deckyard.decks.compile.slide_markdown import NOTES_CLASS, render_slide
+from deckyard.decks.compile.slide_markdown import render_slide
 from deckyard.decks.compile.steps import StepMark, apply_step, split_step
 from deckyard.decks.errors import CompileErrorCode, CompileProblem
 from deckyard.decks.source.assemble import ASSETS_DIR
@@ -39,6 +39,7 @@ from deckyard.decks.source.markdown_directives import split_comments
 from deckyard.decks.source.marp_deck import MARP_MARK
 from deckyard.decks.source.remote import MISSING_IMAGE
 from deckyard.decks.source.reveal_html import SLIDE_MARK, reveal_slides, section_notes
+from deckyard.outputs.interface import NOTES_CLASS
 
 FORMATTER = HTMLFormatter(
     entity_substitution=EntitySubstitution.substitute_xml, void_element_close_prefix=""

@@ -55,9 +55,9 @@ from deckyard.decks.source.markdown_directives import (
     image_options,
     split_comments,
 )
+from deckyard.outputs.interface import NOTES_CLASS
 
 CODE_CLASS = "dy-code"
-NOTES_CLASS = "dy-notes"
 LEAD_LAYOUTS = frozenset({"cover", "intro", "section", "end", "statement", "fact", "quote"})
 _CSS_VALUE = re.compile(r"^[^;{}<>\\]*$")
 _CLASS_WORD = re.compile(r"^[A-Za-z_][\w-]*$")

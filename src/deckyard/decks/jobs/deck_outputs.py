@@ -1,19 +1,25 @@
 """`deck.export`: every output format of `deckyard.outputs` (`format` in the payload, `pdf`
-by default), rendered as the format's `needs` say, built, stored.
+by default), rendered as the format's `needs` say, built, checked as its `verify` says, stored.
 
 * `Needs.PRINTED` (PDF): the deck's print document, a printed page per slide, printed by
   Chromium in one render (`tagged` in the payload: Chromium's tagged PDF).
 * `Needs.PAGE_LAYOUTS` (PPTX): every page's current version rendered in one deck render
   request with `layout` on: each page's PNG and its layout come from the same browser visit,
   so the shapes line up with the picture.
+* `Needs.COMPILED` (the site ZIP): every page compiled, no render; `Verify.SITE` then checks
+  the ZIP as a site (`site_check`) before it is stored.
 
 With `steps` in the payload the deck is first expanded into a page per step
 (`compile.steps.step_deck`) and those pages are compiled and rendered instead of the stored
-versions. Renders made here are not audited (a spec's default): the pages were when validated. The
-format then builds in this process (never in the renderer), and the file goes to the artefact
-store under the job, named in the result (`artifact_key`, `content_type`, `size`, `sha256`, as
-render requests name theirs, so `GET /v1/jobs/{id}/artifact` serves it) with the format's
-per-page report (`pages`), its warnings (each also an `output_warning` event) and its facts.
+versions; a format that plays steps itself (`stepped` false: the site) refuses it. Renders made
+here are not audited (a spec's default): the pages were when validated. The format then builds
+in this process (never in the renderer), and the file goes to the artefact store under the
+job, named in the result (`artifact_key`, `content_type`, `size`, `sha256`, as render requests
+name theirs, so `GET /v1/jobs/{id}/artifact` serves it) with the format's per-page report
+(`pages`), its warnings (each also an `output_warning` event) and its facts.
+
+`deck.build`, the site ZIP's job kind before the site became a format, is `deck.export` of
+`zip` (`build`): jobs queued by an older version still finish.
 """
 
 from __future__ import annotations
@@ -33,13 +39,15 @@ from deckyard.decks.errors import CompileError
 from deckyard.decks.jobs.handler_support import load_deck, refused, workspace_of
 from deckyard.decks.jobs.names import PDF_FORMAT, DeckEvent, DeckJobErrorCode
 from deckyard.decks.jobs.page_jobs import slide_spec_for
+from deckyard.decks.jobs.site_check import check_site
 from deckyard.decks.source.deck_source import DeckSource
 from deckyard.decks.source.limits import DeckLimits
 from deckyard.decks.store import DeckRow
 from deckyard.decks.validation.deck_check import render_specs
 from deckyard.decks.validation.page_check import PageValidator
 from deckyard.jobs import JobContext, JobError
-from deckyard.outputs import OUTPUTS, DeckInput, Needs, PageInput, Printed
+from deckyard.outputs import OUTPUTS, DeckInput, Needs, PageInput, Printed, Verify
+from deckyard.outputs.site import SITE
 from deckyard.render.control.models import ScreenshotSpec
 
 _NOTES = re.compile(r"<aside\b[^>]*\bclass=\"dy-notes\"[^>]*>.*?</aside>", re.S)
@@ -61,7 +69,8 @@ def _compile_failed(exc: CompileError) -> JobError:
 
 
 class DeckOutputs:
-    """The `deck.export` handler: renders what a format needs, builds it, stores it."""
+    """The `deck.export` handler (and `deck.build`'s): renders what a format needs, builds
+    it, checks it, stores it."""
 
     def __init__(
         self,
@@ -79,29 +88,53 @@ class DeckOutputs:
 
     async def export(self, ctx: JobContext) -> dict[str, Any]:
         """Make the payload's `format` of the deck; see the module doc."""
-        fmt = str(ctx.payload.get("format") or PDF_FORMAT)
+        return await self._make(ctx, str(ctx.payload.get("format") or PDF_FORMAT))
+
+    async def build(self, ctx: JobContext) -> dict[str, Any]:
+        """`deck.build` (an older version's jobs): the site ZIP, as `deck.export` makes it."""
+        return await self._make(ctx, SITE.name)
+
+    async def _make(self, ctx: JobContext, fmt: str) -> dict[str, Any]:
         output = OUTPUTS.get(fmt)
         if output is None:
             raise refused(DeckJobErrorCode.UNKNOWN_FORMAT, f"no export format {fmt!r}")
         workspace = workspace_of(ctx)
         deck_id = int(ctx.payload["deck_id"])
         row, source = await load_deck(self.db, deck_id, workspace)
-        if ctx.payload.get("steps"):
+        stepped = bool(ctx.payload.get("steps"))
+        if stepped and not output.stepped:
+            raise refused(
+                DeckJobErrorCode.OPTION_UNSUPPORTED, f"steps do not apply to {output.name}"
+            )
+        if stepped:
             source = step_deck(source, self.limits)
         manifest = source.manifest
         facts = (manifest.title, manifest.author, manifest.lang, source.width, source.height)
+        version = f"{deck_id}.{row.version}"
         if output.needs is Needs.PRINTED:
             printed = await self._printed(ctx, source, workspace)
             deck = DeckInput(
                 *facts,
                 len(source.pages),
                 printed=printed,
+                version=version,
                 budget_bytes_per_slide=self.settings.deck_pdf_warn_bytes_per_slide,
             )
+        elif output.needs is Needs.COMPILED:
+            try:
+                compiled = compile_deck(source, self.limits)
+            except CompileError as exc:
+                raise _compile_failed(exc) from None
+            deck = DeckInput(*facts, len(compiled), compiled=list(compiled), version=version)
         else:
-            pages = await self._pages(ctx, row, source, stepped=bool(ctx.payload.get("steps")))
-            deck = DeckInput(*facts, len(pages), pages=pages)
+            pages = await self._pages(ctx, row, source, stepped=stepped)
+            deck = DeckInput(*facts, len(pages), pages=pages, version=version)
         made = await output.make(deck)
+        checked: dict[str, Any] = {}
+        if output.verify is Verify.SITE:
+            size = (source.width, source.height)
+            gateway = self.validator.gateway
+            checked = await check_site(ctx, gateway, self.settings, made.data, size, workspace)
         key = f"decks/{workspace}/{deck_id}/export-job-{ctx.id}.{output.name}"
         await self.store.put(key, made.data)
         for warning in made.warnings:
@@ -118,6 +151,7 @@ class DeckOutputs:
             "pages": made.pages,
             "warnings": made.warnings,
             **made.facts,
+            **checked,
         }
         if output.needs is Needs.PRINTED:
             result["tagged"] = bool(ctx.payload.get("tagged"))

@@ -15,6 +15,8 @@ class DeckJobKind(StrEnum):
     PAGE_EDIT = "page.edit"
     PAGE_SCREENSHOT = "page.screenshot"
     DECK_BUILD = "deck.build"
+    """The site ZIP before it became the `zip` export format; only jobs queued by an older
+    version still have it."""
     DECK_EXPORT = "deck.export"
     DECK_STYLE = "deck.style"
     SITE_GO_LIVE = "site.go_live"
@@ -36,6 +38,7 @@ class DeckJobErrorCode(StrEnum):
     ASSET_GONE = "ASSET_GONE"
     ARTIFACT_MISSING = "DECK_EXPORT_ARTIFACT_MISSING"
     UNKNOWN_FORMAT = "DECK_EXPORT_FORMAT_UNKNOWN"
+    OPTION_UNSUPPORTED = "DECK_EXPORT_OPTION_UNSUPPORTED"
 
 
 class DeckEvent(StrEnum):
@@ -58,7 +61,6 @@ class BrowserCheck(StrEnum):
     PASSED = "passed"
 
 
-ZIP_MEDIA_TYPE = "application/zip"
 PDF_FORMAT = "pdf"
 """The export format `deck.export` makes itself (the print document); the others are in
 `deckyard.outputs`."""

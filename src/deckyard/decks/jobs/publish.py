@@ -1,5 +1,5 @@
-"""The `publish` task: validate every page, screenshot every page, build the site, export the
-PDF, then put the verified site online (`site.go_live`).
+"""The `publish` task: validate every page, screenshot every page, build the site (`deck.export`
+of `zip`), export the PDF, then put the verified site online (`site.go_live`).
 
 Each stage's jobs are enqueued by the task executor; a stage fails the task (with the first
 failed job's error code) unless every job succeeded, so a page whose validation failed or was
@@ -17,6 +17,7 @@ from deckyard.db import Database
 from deckyard.decks.jobs.names import DECK_QUEUE, PUBLISH_TASK, DeckJobKind
 from deckyard.decks.store import DeckRow, deck_get
 from deckyard.jobs import EnqueueSpec
+from deckyard.outputs.site import SITE
 from deckyard.tasks import Stage, StageContext, TaskKind
 from deckyard.tasks.executor import StageFailed
 
@@ -46,7 +47,8 @@ def publish_task(db: Database) -> TaskKind:
         ]
 
     async def build(ctx: StageContext) -> list[EnqueueSpec]:
-        return [spec(DeckJobKind.DECK_BUILD, {"deck_id": int(ctx.params["deck_id"])})]
+        payload = {"deck_id": int(ctx.params["deck_id"]), "format": SITE.name}
+        return [spec(DeckJobKind.DECK_EXPORT, payload)]
 
     async def export(ctx: StageContext) -> list[EnqueueSpec]:
         return [spec(DeckJobKind.DECK_EXPORT, {"deck_id": int(ctx.params["deck_id"])})]

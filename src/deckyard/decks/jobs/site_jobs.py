@@ -22,7 +22,6 @@ from deckyard.db import Database
 from deckyard.decks.errors import SiteVerificationError
 from deckyard.decks.jobs.handler_support import refused, workspace_of
 from deckyard.decks.jobs.names import DeckEvent, DeckJobErrorCode
-from deckyard.decks.site.build import MANIFEST
 from deckyard.decks.site.hosting import PublicationStatus, Visibility, content_type_of
 from deckyard.decks.site.verify import verify_site_zip
 from deckyard.decks.source.limits import site_zip_limits
@@ -34,6 +33,7 @@ from deckyard.decks.store_sites import (
     site_go_live,
 )
 from deckyard.jobs import JobContext, Runtime
+from deckyard.outputs.site_build import MANIFEST
 from deckyard.webhooks import announce, publication_live
 
 

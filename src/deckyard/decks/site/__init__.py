@@ -1,6 +1,6 @@
-"""Stage 4, site: a deck's compiled pages as a static site ZIP that works from `file://`.
+"""Stage 4, site: checking and hosting a deck's static site (the ZIP itself is an output
+format: `deckyard.outputs.site`).
 
-* `build`: `build_site`
-* `viewer`: the site's `index.html`
 * `verify`: `verify_site_zip`, a safe extraction checked against the site's manifest
+* `hosting`: publications, their files and who may see them
 """

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from deckyard.decks.errors import DeckSourceError, SiteErrorCode, SiteVerificationError
-from deckyard.decks.site.build import INDEX, MANIFEST, SITE_FORMAT, sha256_hex
 from deckyard.decks.source.limits import ZipLimits
 from deckyard.decks.source.zipsafe import extract_zip
+from deckyard.outputs.site_build import INDEX, MANIFEST, SITE_FORMAT, sha256_hex
 
 
 @dataclass(frozen=True)

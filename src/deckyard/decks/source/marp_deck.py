@@ -23,12 +23,11 @@ from deckyard.decks.source.assemble import decode_text
 from deckyard.decks.source.deck_source import PageKind, PageSource, SourceWarning
 from deckyard.decks.source.limits import DeckLimits
 from deckyard.decks.source.marp_engine import MarpOutput, convert_marp
+from deckyard.outputs.interface import NOTES_CLASS
 
 MARP_MARK = re.compile(r"^<!--deckyard-slide marp (?P<number>\d+)(?: (?P<origin>[^\n]+?))?-->")
 """The mark a page of a Marp deck starts with: its slide's number and where that slide starts."""
 
-NOTES_CLASS = "dy-notes"
-"""The hidden element holding a page's speaker notes (`slide_markdown.NOTES_CLASS`)."""
 
 _CONTAINER_CSS = (
     "div.marpit, div.marpit > svg[data-marpit-svg] { display: block; width: 100%; height: 100%; }\n"

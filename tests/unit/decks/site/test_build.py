@@ -14,9 +14,9 @@ from bs4 import BeautifulSoup
 
 from deckyard.decks.compile.documents import CompiledPage, compile_deck
 from deckyard.decks.errors import DeckSourceErrorCode, SiteErrorCode, SiteVerificationError
-from deckyard.decks.site.build import build_site
 from deckyard.decks.site.verify import verify_site_zip
 from deckyard.decks.source.limits import DeckLimits, ZipLimits
+from deckyard.outputs.site_build import build_site
 from tests.helpers.decks import PNG_1PX, MakeDeck
 
 SITE_LIMITS = ZipLimits(

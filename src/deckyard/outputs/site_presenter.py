@@ -13,7 +13,7 @@ import json
 
 from bs4 import BeautifulSoup
 
-from deckyard.decks.compile.slide_markdown import NOTES_CLASS
+from deckyard.outputs.interface import NOTES_CLASS
 
 PRESENTER = "presenter.html"
 

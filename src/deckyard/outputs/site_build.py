@@ -1,4 +1,5 @@
-"""Builds a deck's static site as a ZIP (`verify.py` checks such a ZIP against its manifest).
+"""Builds a deck's static site as a ZIP (`decks.site.verify` checks such a ZIP against its
+manifest).
 
 The site is `index.html` (a viewer with keyboard navigation), `presenter.html` (speaker notes,
 timer, next slide), `pages/<name>.<hash>.html` (each page's self-contained document, named by
@@ -17,9 +18,9 @@ import zipfile
 from collections.abc import Sequence
 from typing import Any
 
-from deckyard.decks.compile.documents import CompiledPage
-from deckyard.decks.site.presenter import PRESENTER, page_notes, presenter_html
-from deckyard.decks.site.viewer import index_html
+from deckyard.outputs.interface import CompiledInput
+from deckyard.outputs.site_presenter import PRESENTER, page_notes, presenter_html
+from deckyard.outputs.site_viewer import index_html
 
 MANIFEST = "manifest.json"
 INDEX = "index.html"
@@ -41,13 +42,13 @@ def page_file(name: str, document: bytes) -> str:
     return f"pages/{name}.{sha256_hex(document)[:16]}.html"
 
 
-def default_version(pages: Sequence[CompiledPage]) -> str:
+def default_version(pages: Sequence[CompiledInput]) -> str:
     """A version string derived from the pages' hashes, for callers without one."""
     digest = hashlib.sha256("".join(p.sha256 for p in pages).encode("ascii")).hexdigest()
     return f"sha256-{digest[:16]}"
 
 
-def build_site(title: str, pages: Sequence[CompiledPage], version: str | None = None) -> bytes:
+def build_site(title: str, pages: Sequence[CompiledInput], version: str | None = None) -> bytes:
     """The static site ZIP for compiled `pages`, in showing order, titled `title`."""
     if not pages:
         raise ValueError("a site needs at least one page")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import html
 import json
 
-from deckyard.decks.site.presenter import PRESENTER
+from deckyard.outputs.site_presenter import PRESENTER
 
 _STYLE = """
 html, body { margin: 0; height: 100%; overflow: hidden; background: #111; }

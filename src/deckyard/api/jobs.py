@@ -151,14 +151,20 @@ async def get_job(request: Request, principal: Caller, job_id: RowId) -> JobOut:
     return JobOut.of(await owned_job(request, principal, job_id))
 
 
-def finished(job: Job) -> ApiError:
-    """409: the job ended (succeeded or failed) before a cancel could reach it."""
+def nothing_to_cancel(code: str, noun: str, row_id: int, status: str) -> ApiError:
+    """409 `code`: the `noun` (`job`, `render`) ended as `status` before a cancel could reach
+    it; the answer names it by `{noun}_id`, with its `status`."""
     return ApiError(
         409,
-        "JOB_FINISHED",
-        f"job {job.id} already ended {job.status.value}; there is nothing to cancel",
-        extra={"job_id": job.id, "status": job.status.value},
+        code,
+        f"{noun} {row_id} already ended {status}; there is nothing to cancel",
+        extra={f"{noun}_id": row_id, "status": status},
     )
+
+
+def finished(job: Job) -> ApiError:
+    """409: the job ended (succeeded or failed) before a cancel could reach it."""
+    return nothing_to_cancel("JOB_FINISHED", "job", job.id, job.status.value)
 
 
 @router.post(

@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field
 
 from deckyard.api.auth import Principal, TokenRole, current_principal
 from deckyard.api.errors import ApiError
-from deckyard.api.jobs import owned_job
+from deckyard.api.jobs import nothing_to_cancel, owned_job
 from deckyard.api.params import BeforeId, RowId, bounded_id
 from deckyard.render.control.models import (
     WAKE_ATTEMPTS,
@@ -261,12 +261,7 @@ async def cancel_render(request: Request, principal: Caller, render_id: RowId) -
 
 def finished(render: RenderRequest) -> ApiError:
     """409: the render ended before a cancel could reach it."""
-    return ApiError(
-        409,
-        "RENDER_FINISHED",
-        f"render {render.id} already ended {render.status.value}; there is nothing to cancel",
-        extra={"render_id": render.id, "status": render.status.value},
-    )
+    return nothing_to_cancel("RENDER_FINISHED", "render", render.id, render.status.value)
 
 
 @router.post(

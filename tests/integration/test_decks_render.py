@@ -6,6 +6,7 @@ One renderer per database, shared by every check in the test, to keep the wall t
 from __future__ import annotations
 
 import io
+import json
 import re
 import struct
 import zipfile
@@ -162,6 +163,14 @@ async def test_renderer_up(db_url: str) -> None:
         assert done.result["browser"]["files_served"] == entries - 1 - 5  # the index, 5 pages
         assert site.headers["content-type"] == "application/zip"
         assert verify_site_zip(site.content, site_zip_limits(app.state.settings)).page_count == 6
+        # its pages are the stored versions' compiled documents (the deck compiles once)
+        with zipfile.ZipFile(io.BytesIO(site.content)) as archive:
+            listed = {
+                p["name"]: p["sha256"] for p in json.loads(archive.read("manifest.json"))["pages"]
+            }
+        for name, digest in listed.items():
+            page = (await client.get(f"{base}/pages/{name}", headers=alice)).json()
+            assert page["compiled_sha256"] == digest, name
         # the site is the `zip` output format: `deck.export`, as `?format=zip` makes it
         assert done.kind == "deck.export" and done.result["format"] == "zip"
         assert done.result["site_version"] == f"{deck_id}.{done.result['deck_version']}"

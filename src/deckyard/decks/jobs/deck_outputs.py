@@ -6,7 +6,8 @@ by default), rendered as the format's `needs` say, built, checked as its `verify
 * `Needs.PAGE_LAYOUTS` (PPTX): every page's current version rendered in one deck render
   request with `layout` on: each page's PNG and its layout come from the same browser visit,
   so the shapes line up with the picture.
-* `Needs.COMPILED` (the site ZIP): every page compiled, no render; `Verify.SITE` then checks
+* `Needs.COMPILED` (the site ZIP): every page's stored compiled document (compiled once,
+  when the page was stored), no render; `Verify.SITE` then checks
   the ZIP as a site (`site_check`) before it is stored.
 
 With `steps` in the payload the deck is first expanded into a page per step
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from bs4 import BeautifulSoup
@@ -46,7 +48,15 @@ from deckyard.decks.store import DeckRow
 from deckyard.decks.validation.deck_check import render_specs
 from deckyard.decks.validation.page_check import PageValidator
 from deckyard.jobs import JobContext, JobError
-from deckyard.outputs import OUTPUTS, DeckInput, Needs, PageInput, Printed, Verify
+from deckyard.outputs import (
+    OUTPUTS,
+    CompiledInput,
+    DeckInput,
+    Needs,
+    PageInput,
+    Printed,
+    Verify,
+)
 from deckyard.outputs.site import SITE
 from deckyard.render.control.models import ScreenshotSpec
 
@@ -61,6 +71,18 @@ def page_notes(document: str) -> str:
     soup = BeautifulSoup(found.group(0), "html.parser")
     lines = [p.get_text(" ", strip=True) for p in soup.find_all("p")]
     return "\n".join(line for line in lines if line) or soup.get_text(" ", strip=True)
+
+
+@dataclass(frozen=True)
+class StoredPage:
+    """A page's stored compiled document, as `Needs.COMPILED` formats read it: the deck's
+    pages are compiled once, when stored, not again for the site."""
+
+    name: str
+    document: str
+    sha256: str
+    width: int
+    height: int
 
 
 def _compile_failed(exc: CompileError) -> JobError:
@@ -121,11 +143,12 @@ class DeckOutputs:
                 budget_bytes_per_slide=self.settings.deck_pdf_warn_bytes_per_slide,
             )
         elif output.needs is Needs.COMPILED:
-            try:
-                compiled = compile_deck(source, self.limits)
-            except CompileError as exc:
-                raise _compile_failed(exc) from None
-            deck = DeckInput(*facts, len(compiled), compiled=list(compiled), version=version)
+            shape = (source.width, source.height)
+            compiled: list[CompiledInput] = [
+                StoredPage(name, html, hashlib.sha256(html.encode()).hexdigest(), *shape)
+                for name, html in self._documents(row, source, stepped=stepped)
+            ]
+            deck = DeckInput(*facts, len(compiled), compiled=compiled, version=version)
         else:
             pages = await self._pages(ctx, row, source, stepped=stepped)
             deck = DeckInput(*facts, len(pages), pages=pages, version=version)

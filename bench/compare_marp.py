@@ -3,8 +3,9 @@
 For each deck size both tools run alternated (which one goes first flips every repetition), each
 run in a fresh output folder:
 
-- Deckyard: `deckyard render DECK --out OUT --format png,pdf` (every page validated, one PNG per
-  page, one PDF), on its embedded SQLite in OUT.
+- Deckyard: `deckyard render DECK --out OUT --format png,pdf --no-cache` (every page validated
+  and rendered, one PNG per page, one PDF; nothing reused from an earlier run), on its embedded
+  SQLite.
 - Marp CLI: `marp --images png` then `marp --pdf` on the Markdown form of the same slides,
   `CHROME_PATH=/usr/bin/chromium`; the two commands count as one run.
 
@@ -163,7 +164,8 @@ def check_outputs(pngs: list[Path], pdf: Path, slides: int) -> str:
 
 def run_deckyard(deckyard: str, decks: Decks, out: Path) -> Run:
     env = {**os.environ, "DECKYARD_CHROMIUM_PATH": CHROME}
-    cmd = [deckyard, "render", str(decks.deckyard_folder), "--out", str(out), "--format", "png,pdf"]
+    cmd = [deckyard, "render", str(decks.deckyard_folder), "--out", str(out)]
+    cmd += ["--format", "png,pdf", "--no-cache"]  # every run renders, as Marp's does
     wall, cpu, rss, failure = measure([cmd], env, decks.deckyard_folder.parent)
     failure = failure or check_outputs(
         sorted((out / "pages").glob("*.png")), out / "deck.pdf", decks.slides
@@ -314,6 +316,7 @@ def profile(deckyard: str, decks: Decks, out: Path, dest: Path) -> None:
         str(out),
         "--format",
         "png,pdf",
+        "--no-cache",
     ]
     subprocess.run(cmd, check=True, capture_output=True)
     print(f"profile written to {dest}")

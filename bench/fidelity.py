@@ -238,7 +238,8 @@ def render_deckyard(deckyard: str, deck_path: Path, out: Path) -> Side:
     out.mkdir(parents=True)
     env = {**os.environ, "DECKYARD_CHROMIUM_PATH": CHROME, "COLUMNS": "400"}
     log = out.parent / f"{out.name}.log"
-    code, seconds = run([deckyard, "render", str(deck_path), "--out", str(out)], ROOT, env, log)
+    cmd = [deckyard, "render", str(deck_path), "--out", str(out), "--no-cache"]
+    code, seconds = run(cmd, ROOT, env, log)
     manifest = out / "deckyard-manifest.json"
     pngs: list[str | None]
     if manifest.is_file():

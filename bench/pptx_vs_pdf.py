@@ -41,7 +41,7 @@ def run_once(deck: Path, out: Path, fmt: str) -> float:
     shutil.rmtree(out, ignore_errors=True)
     started = time.monotonic()
     done = subprocess.run(
-        [DECKYARD, "render", str(deck), "--out", str(out), "--format", fmt],
+        [DECKYARD, "render", str(deck), "--out", str(out), "--format", fmt, "--no-cache"],
         capture_output=True,
         text=True,
         timeout=600,

@@ -26,6 +26,10 @@ if worker := os.environ.get("PYTEST_XDIST_WORKER"):
 # it turn it on (tests/drills/test_page_audit.py, tests/e2e/test_page_audit_cli.py), the others
 # test what they are about within the CI budget. Subprocesses inherit it (clean_env passes it on).
 os.environ.setdefault("DECKYARD_RENDERER_PAGE_AUDIT", "false")
+# `deckyard render` keeps its renders across runs in the user cache; a test that rendered a
+# deck would otherwise change what the next test's run renders, and leave the cache behind.
+# The tests about it turn it on with a cache folder of their own (tests/e2e/test_render_cache.py).
+os.environ.setdefault("DECKYARD_RENDER_RESULT_CACHE_MAX_BYTES", "0")
 
 PG_URL = os.environ.get("TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test")
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")

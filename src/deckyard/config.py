@@ -558,6 +558,13 @@ class Settings(BaseSettings):
         description="A deck export whose PDF is larger than this many bytes a slide succeeds "
         "with a warning (Chromium rasterises CSS filters, shadows and blend modes); 0: never.",
     )
+    render_result_cache_max_bytes: int = Field(
+        1024 * 1024 * 1024,
+        ge=0,
+        description="How much `deckyard render` keeps of earlier runs' renders in the user "
+        "cache (`~/.cache/deckyard/renders`), least recently used evicted first; 0: keep "
+        "nothing (every run renders every page).",
+    )
 
     # --- hosted sites ----------------------------------------------------------------------
     site_default_visibility: Literal["public", "private"] = Field(

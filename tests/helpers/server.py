@@ -30,9 +30,10 @@ def free_port() -> int:
 
 def clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("DECKYARD_")}
-    audit = os.environ.get("DECKYARD_RENDERER_PAGE_AUDIT")  # tests/conftest.py: off unless asked
-    if audit is not None:
-        env["DECKYARD_RENDERER_PAGE_AUDIT"] = audit
+    # tests/conftest.py: the page audit and the render cache are off unless a test asks
+    for name in ("DECKYARD_RENDERER_PAGE_AUDIT", "DECKYARD_RENDER_RESULT_CACHE_MAX_BYTES"):
+        if name in os.environ:
+            env[name] = os.environ[name]
     env.update({"DECKYARD_DATA_DIR": str(tmp_path / "data"), **extra})
     return env
 

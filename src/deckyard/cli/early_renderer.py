@@ -87,10 +87,11 @@ def launch(
     strict: bool = False,
     pdf_tagged: bool = False,
     steps: bool = False,
+    reuse: bool = True,
 ) -> int:
     """Run the pipeline for the CLI with its renderer started first; returns the exit code.
 
-    `offline`, `strict`, `pdf_tagged` and `steps` as in `run_pipeline`.
+    `offline`, `strict`, `pdf_tagged`, `steps` and `reuse` as in `run_pipeline`.
 
     The process exits right after: what the run made is frozen first, so the interpreter's
     last collection does not walk it (`deckyard.startup`).
@@ -99,6 +100,8 @@ def launch(
         options = {"offline": offline, "strict": strict, "pdf_tagged": pdf_tagged}
         if steps:
             options["steps"] = True
+        if not reuse:
+            options["reuse"] = False
         return asyncio.run(_launch(deck_dir, out, formats, database_url, verbose, options))
     finally:
         before_exit()

@@ -31,11 +31,12 @@ from rich.table import Table
 from deckyard.cli.common import FORMATS
 from deckyard.cli.fetch_remote import fetch_for_render
 from deckyard.cli.output import OutputFolderError, cache_dir, finish_output, prepare_output
+from deckyard.cli.render_cache import open_render_cache
 from deckyard.cli.schema_template import copy_migrated
 from deckyard.config import Settings
-from deckyard.decks.compile.documents import compile_deck_report
+from deckyard.decks.compile.documents import compile_deck_report, compile_print_document
 from deckyard.decks.compile.steps import STEP_SUFFIX, slide_name, split_step, step_deck
-from deckyard.decks.errors import DeckSourceError, DeckSourceErrorCode
+from deckyard.decks.errors import CompileError, DeckSourceError, DeckSourceErrorCode
 from deckyard.decks.jobs.names import PDF_FORMAT
 from deckyard.decks.service import DeckService
 from deckyard.decks.source.deck_source import DeckSource
@@ -48,6 +49,7 @@ from deckyard.jobs import Job, JobStatus
 from deckyard.node import Node
 from deckyard.outputs import OUTPUTS
 from deckyard.render.control.models import RENDER_REQUEST_EVENT
+from deckyard.render.control.result_cache import CacheStats, RenderResultCache
 from deckyard.render.protocol import ErrorKind, error_kind
 from deckyard.workspaces.store import workspace_ensure
 
@@ -55,6 +57,8 @@ if TYPE_CHECKING:
     from deckyard.cli.early_renderer import EarlyRenderer
 
 WORKSPACE = "local"
+RENDER_CACHE = "renders"
+"""The render cache's folder under the user cache (`cli.render_cache`)."""
 PNG_CONFIG: dict[str, Any] = {"format": "png", "scale": 1.0}
 
 
@@ -102,6 +106,8 @@ class RunReport:
     """`--strict` wrote nothing because a page failed."""
     slides: dict[str, dict[str, Any]] = field(default_factory=dict)
     """How each page became a PPTX slide (`mode`, `why`), by page name."""
+    cache: CacheStats | None = None
+    """What the run took from and gave to the render cache (None: not used)."""
 
     def manifest_pages(self, out: Path) -> list[dict[str, Any]]:
         """Each page's line in the output manifest: its status, PNG, and whether the PDF and
@@ -221,6 +227,8 @@ class Pipeline:
         self.deck_id = deck_id
         self.progress = progress
         self.pdf_tagged = pdf_tagged
+        self.print_key: str | None = None
+        """Where the run stored the deck's print document it compiled (None: not compiled)."""
         self.export_job: Job | None = None
         """The `deck.export` job enqueued while the pages were rendering, until `artefacts`
         takes it."""
@@ -237,7 +245,8 @@ class Pipeline:
         nothing compiled) no job is enqueued early; `artefacts` enqueues it as before.
         """
         bar = self.progress.add_task("validating", total=len(report.pages))
-        job = await self.service.validate_deck(WORKSPACE, self.deck_id)
+        # the deck was stored from this run's compile: the job does not compile it again
+        job = await self.service.validate_deck(WORKSPACE, self.deck_id, stored=True)
         early = asyncio.create_task(self._export_once_rendering(job.id)) if export_early else None
         try:
             done = await self.service.runtime.wait(job.id)
@@ -267,7 +276,9 @@ class Pipeline:
     async def _export_once_rendering(self, validate_job_id: int) -> Job | None:
         async for event in self.service.runtime.events(validate_job_id, follow=True):
             if event.type == RENDER_REQUEST_EVENT:
-                return await self.service.export(WORKSPACE, self.deck_id, tagged=self.pdf_tagged)
+                return await self.service.export(
+                    WORKSPACE, self.deck_id, tagged=self.pdf_tagged, print_key=self.print_key
+                )
         return None
 
     async def drop_unused_export(self) -> None:
@@ -346,9 +357,16 @@ class Pipeline:
             if name == PDF_FORMAT and self.export_job is not None:
                 made, self.export_job = self.export_job, None  # started with the validation
             else:
-                tagged = self.pdf_tagged and name == PDF_FORMAT
+                pdf = name == PDF_FORMAT
                 exported = steps.deck_id if steps is not None and output.stepped else whole
-                made = await self.service.export(WORKSPACE, exported, fmt=name, tagged=tagged)
+                made = await self.service.export(
+                    WORKSPACE,
+                    exported,
+                    fmt=name,
+                    tagged=self.pdf_tagged and pdf,
+                    stored=True,
+                    print_key=self.print_key if pdf and exported == self.deck_id else None,
+                )
             work.append((made, out / output.file_name, name))
         bar = self.progress.add_task("pdf, site", total=len(work)) if work else None
 
@@ -384,6 +402,23 @@ class Pipeline:
             await asyncio.to_thread(_write, dest, data)
             report.files.append(dest)
             report.pngs[name] = dest
+
+
+def _print_document(source: DeckSource, limits: DeckLimits) -> str | None:
+    """The deck's print document, None when it does not compile (the export then says why)."""
+    try:
+        return compile_print_document(source, limits)
+    except CompileError:
+        return None
+
+
+async def _store_print(service: DeckService, deck_id: int, document: str | None) -> str | None:
+    """Store the print document for the PDF's export; its key (None without a document)."""
+    if document is None:
+        return None
+    key = f"decks/{WORKSPACE}/{deck_id}/print-document.html"
+    await service.render.store.put(key, document.encode("utf-8"))
+    return key
 
 
 def _passed_only(source: DeckSource, report: RunReport) -> DeckSource | None:
@@ -439,6 +474,7 @@ async def run_pipeline(
     strict: bool = False,
     pdf_tagged: bool = False,
     steps: bool = False,
+    reuse: bool = True,
 ) -> RunReport:
     """Load, store and check the deck; with `out`, also write the artefacts in `formats`.
 
@@ -448,7 +484,9 @@ async def run_pipeline(
     are written all the same; with `strict` nothing is written unless every page passed.
     `pdf_tagged` makes the PDF a tagged one. With `steps`, the PNGs and the PDF hold a page
     per step of each slide (`compile.steps`); the pages are validated as they are, every step
-    shown.
+    shown. With `reuse`, renders an earlier run made of the same input (with the same code,
+    Chromium, fonts and settings) come from the render cache under the user cache
+    (`cli.render_cache`), and this run's renders are kept there.
     """
     earlier = prepare_output(out) if out is not None else set()
     cache = cache_dir()
@@ -466,6 +504,10 @@ async def run_pipeline(
             source = await fetch_for_render(source, settings, cache)
         # The deck compiles in a thread while the node starts its renderer and Chromium.
         compiling = asyncio.create_task(asyncio.to_thread(compile_deck_report, source, limits))
+        # so does its print document, for the PDF's export (which then does not compile it)
+        printing = None
+        if out is not None and "pdf" in formats and not steps:
+            printing = asyncio.create_task(asyncio.to_thread(_print_document, source, limits))
         report = RunReport([PageRow(p.name) for p in source.pages])
         report.warnings = [w.describe() for w in source.warnings]
         with Progress(
@@ -488,6 +530,7 @@ async def run_pipeline(
                     await early.stop(settings.render_renderer_stop_grace_seconds)
             booting = asyncio.create_task(supervisor.start()) if supervisor else None
             entered = False
+            kept: RenderResultCache | None = None
             try:
                 async with node:
                     entered = True
@@ -496,8 +539,15 @@ async def run_pipeline(
                     await _ensure_workspace(service)
                     created = await service.create_deck(WORKSPACE, source, await compiling)
                     live = await _wait_for_renderer(service)
+                    if live and reuse:
+                        kept = await open_render_cache(node, cache / RENDER_CACHE)
+                        service.gateway.cache = kept
                     progress.update(starting, completed=1)
                     pipeline = Pipeline(service, created.deck_id, progress, pdf_tagged=pdf_tagged)
+                    if printing is not None:
+                        pipeline.print_key = await _store_print(
+                            service, created.deck_id, await printing
+                        )
                     export_early = out is not None and "pdf" in formats and not steps
                     try:
                         await pipeline.validate(report, export_early=export_early)
@@ -522,6 +572,9 @@ async def run_pipeline(
             finally:
                 if not entered:
                     await _stop_early_start(booting, node)
+                if kept is not None:
+                    report.cache = kept.stats
+                    kept.close()
         if out is not None and report.files:
             report.removed = finish_output(out, report.files, earlier, report.manifest_pages(out))
         return report
@@ -559,6 +612,13 @@ def print_summary(report: RunReport, console: Console) -> None:
         console.print(
             f"  left out of the PDF and the site, and no PNG: {', '.join(report.left_out)} "
             "(failed; marked in deckyard-manifest.json)",
+            markup=False,
+        )
+    if report.cache is not None:
+        asked = report.cache.hits + report.cache.misses
+        console.print(
+            f"  render cache: {report.cache.hits} of {asked} renders reused from earlier runs, "
+            f"{report.cache.stored} kept for the next",
             markup=False,
         )
     if report.withheld:
@@ -605,6 +665,7 @@ async def run_command(
     strict: bool = False,
     pdf_tagged: bool = False,
     steps: bool = False,
+    reuse: bool = True,
 ) -> int:
     """Run the pipeline for the CLI and return its exit code."""
     console = Console(highlight=False)
@@ -627,6 +688,7 @@ async def run_command(
             strict=strict,
             pdf_tagged=pdf_tagged,
             steps=steps,
+            reuse=reuse,
         )
     except OutputFolderError as exc:
         err.print(f"deckyard: {exc}", markup=False)

@@ -77,6 +77,14 @@ def render(
             "fragments, Marp fragmented lists, Slidev clicks), numbered as their slide.",
         ),
     ] = False,
+    no_cache: Annotated[
+        bool,
+        typer.Option(
+            "--no-cache",
+            help="Render every page, reusing nothing from earlier runs (the render cache in "
+            "~/.cache/deckyard/renders is neither read nor written).",
+        ),
+    ] = False,
 ) -> None:
     """Validate, screenshot, build and export a deck with its own renderer.
 
@@ -87,7 +95,8 @@ def render(
     guard) unless --offline. A page that fails is left out of the PDF and the site and gets
     no PNG; the rest is written (with --strict, nothing is). Exit 0 when every page passed
     (warnings allowed), 1 on content failures, 2 on usage errors, 3 when the renderer was
-    unavailable.
+    unavailable. A page whose render an earlier run made, with the same code, Chromium, fonts
+    and settings, is reused from the render cache unless --no-cache.
     """
     problems = usage_problems(deck_dir, formats)
     if problems:
@@ -105,6 +114,7 @@ def render(
             strict=strict,
             pdf_tagged=pdf_tagged,
             steps=steps,
+            reuse=not no_cache,
         )
     )
 
@@ -120,6 +130,14 @@ def validate(
     offline: Annotated[
         bool, typer.Option("--offline", help="Fetch nothing: a remote file fails its page.")
     ] = False,
+    no_cache: Annotated[
+        bool,
+        typer.Option(
+            "--no-cache",
+            help="Render every page, reusing nothing from earlier runs (the render cache in "
+            "~/.cache/deckyard/renders is neither read nor written).",
+        ),
+    ] = False,
 ) -> None:
     """Validate every page of a deck (compile and render check); writes no artefacts.
 
@@ -131,4 +149,6 @@ def validate(
         fail(problems, USAGE)
     from deckyard.cli.early_renderer import launch
 
-    raise typer.Exit(launch(deck_dir, None, "", database_url, verbose, offline=offline))
+    raise typer.Exit(
+        launch(deck_dir, None, "", database_url, verbose, offline=offline, reuse=not no_cache)
+    )

@@ -19,7 +19,7 @@ from deckyard.decks.compile.documents import CompileReport, compile_deck_report
 from deckyard.decks.deck_edits import DeckEdits
 from deckyard.decks.errors import CompileProblem
 from deckyard.decks.jobs.deck_outputs import DeckOutputs
-from deckyard.decks.jobs.deck_pages import DeckPageJobs
+from deckyard.decks.jobs.deck_pages import STORED, DeckPageJobs
 from deckyard.decks.jobs.deck_style import DeckStyleJob
 from deckyard.decks.jobs.names import (
     DECK_QUEUE,
@@ -194,11 +194,13 @@ class DeckService:
             DeckJobKind.PAGE_VALIDATE, {"deck_id": deck_id, "page": page}, workspace_id, None
         )
 
-    async def validate_deck(self, workspace_id: str, deck_id: int) -> Job:
-        """Enqueue `deck.validate`: every page's current version, in one deck render."""
-        return await self._enqueue(
-            DeckJobKind.DECK_VALIDATE, {"deck_id": deck_id}, workspace_id, None
-        )
+    async def validate_deck(self, workspace_id: str, deck_id: int, *, stored: bool = False) -> Job:
+        """Enqueue `deck.validate`: every page's current version, in one deck render (`stored`:
+        the versions' stored compiles are current, so the deck is not compiled again)."""
+        payload: dict[str, Any] = {"deck_id": deck_id}
+        if stored:
+            payload["compiled"] = STORED
+        return await self._enqueue(DeckJobKind.DECK_VALIDATE, payload, workspace_id, None)
 
     async def screenshot_deck(self, workspace_id: str, deck_id: int, config: dict[str, Any]) -> Job:
         """Enqueue `deck.screenshots`: every current version at `config`, rendered once."""
@@ -263,10 +265,13 @@ class DeckService:
         tagged: bool = False,
         steps: bool = False,
         fmt: str = PDF_FORMAT,
+        stored: bool = False,
+        print_key: str | None = None,
     ) -> Job:
         """Enqueue `deck.export` of format `fmt` of `deckyard.outputs` (the PDF by default, the
         PPTX): `tagged` asks for Chromium's tagged PDF, `steps` for a page per step of each
-        slide (`compile.steps`)."""
+        slide (`compile.steps`), `stored` says the versions' stored compiles are current, and
+        `print_key` names the deck's print document, compiled and stored by the caller."""
         payload: dict[str, Any] = {"deck_id": deck_id}
         if tagged:
             payload["tagged"] = True
@@ -274,6 +279,10 @@ class DeckService:
             payload["steps"] = True
         if fmt != PDF_FORMAT:
             payload["format"] = fmt
+        if stored:
+            payload["compiled"] = STORED
+        if print_key is not None:
+            payload["print_document"] = print_key
         return await self._enqueue(DeckJobKind.DECK_EXPORT, payload, workspace_id, None)
 
     async def publish(

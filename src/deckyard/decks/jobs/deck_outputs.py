@@ -2,13 +2,14 @@
 by default), rendered as the format's `needs` say, built, checked as its `verify` says, stored.
 
 * `Needs.PRINTED` (PDF): the deck's print document, a printed page per slide, printed by
-  Chromium in one render (`tagged` in the payload: Chromium's tagged PDF).
+  Chromium in one render (`tagged` in the payload: Chromium's tagged PDF; `print_document`:
+  the store key of that document, compiled by the enqueuer, so not compiled here).
 * `Needs.PAGE_LAYOUTS` (PPTX): every page's current version rendered in one deck render
   request with `layout` on: each page's PNG and its layout come from the same browser visit,
   so the shapes line up with the picture.
-* `Needs.COMPILED` (the site ZIP): every page's stored compiled document (compiled once,
-  when the page was stored), no render; `Verify.SITE` then checks
-  the ZIP as a site (`site_check`) before it is stored.
+* `Needs.COMPILED` (the site ZIP): every page compiled, no render (with `"compiled": "stored"`
+  in the payload, the versions' stored compiles: the deck is not compiled again);
+  `Verify.SITE` then checks the ZIP as a site (`site_check`) before it is stored.
 
 With `steps` in the payload the deck is first expanded into a page per step
 (`compile.steps.step_deck`) and those pages are compiled and rendered instead of the stored
@@ -38,6 +39,7 @@ from deckyard.db import Database
 from deckyard.decks.compile.documents import compile_deck, compile_print_document
 from deckyard.decks.compile.steps import step_deck
 from deckyard.decks.errors import CompileError
+from deckyard.decks.jobs.deck_pages import STORED
 from deckyard.decks.jobs.handler_support import load_deck, refused, workspace_of
 from deckyard.decks.jobs.names import PDF_FORMAT, DeckEvent, DeckJobErrorCode
 from deckyard.decks.jobs.page_jobs import slide_spec_for
@@ -75,8 +77,7 @@ def page_notes(document: str) -> str:
 
 @dataclass(frozen=True)
 class StoredPage:
-    """A page's stored compiled document, as `Needs.COMPILED` formats read it: the deck's
-    pages are compiled once, when stored, not again for the site."""
+    """A page's stored compiled document, as `Needs.COMPILED` formats read it."""
 
     name: str
     document: str
@@ -143,11 +144,7 @@ class DeckOutputs:
                 budget_bytes_per_slide=self.settings.deck_pdf_warn_bytes_per_slide,
             )
         elif output.needs is Needs.COMPILED:
-            shape = (source.width, source.height)
-            compiled: list[CompiledInput] = [
-                StoredPage(name, html, hashlib.sha256(html.encode()).hexdigest(), *shape)
-                for name, html in self._documents(row, source, stepped=stepped)
-            ]
+            compiled = self._compiled(row, source, stored=ctx.payload.get("compiled") == STORED)
             deck = DeckInput(*facts, len(compiled), compiled=compiled, version=version)
         else:
             pages = await self._pages(ctx, row, source, stepped=stepped)
@@ -182,10 +179,12 @@ class DeckOutputs:
 
     async def _printed(self, ctx: JobContext, source: DeckSource, workspace: str) -> Printed:
         """The print document (a printed page per slide, at slide size) and Chromium's PDF."""
-        try:
-            document = compile_print_document(source, self.limits)
-        except CompileError as exc:
-            raise _compile_failed(exc) from None
+        document = await self._stored_print(ctx)
+        if document is None:
+            try:
+                document = compile_print_document(source, self.limits)
+            except CompileError as exc:
+                raise _compile_failed(exc) from None
         spec = ScreenshotSpec.model_validate(
             {
                 "html": document,
@@ -229,6 +228,31 @@ class DeckOutputs:
             layout = (outcome.result.get("diagnostics") or {}).get("layout")
             pages.append(PageInput(name, png, layout, page_notes(html)))
         return pages
+
+    def _compiled(self, row: DeckRow, source: DeckSource, *, stored: bool) -> list[CompiledInput]:
+        """Every page compiled: the versions' stored compiles when the payload says they are
+        current (`deckyard render`, of the deck it has just stored), else the deck compiled."""
+        if stored:
+            shape = (source.width, source.height)
+            return [
+                StoredPage(name, html, hashlib.sha256(html.encode()).hexdigest(), *shape)
+                for name, html in self._documents(row, source, stepped=False)
+            ]
+        try:
+            return list(compile_deck(source, self.limits))
+        except CompileError as exc:
+            raise _compile_failed(exc) from None
+
+    async def _stored_print(self, ctx: JobContext) -> str | None:
+        """The print document the enqueuer compiled and stored (`print_document` in the
+        payload: `deckyard render` compiles it beside the pages), None without one."""
+        key = ctx.payload.get("print_document")
+        data = (
+            await self.store.get(key)
+            if isinstance(key, str) and not ctx.payload.get("steps")
+            else None
+        )
+        return data.decode("utf-8") if data is not None else None
 
     async def _rendered(self, key: str, what: str) -> bytes:
         """The stored output of a render; a retryable failure when it is gone (swept)."""

@@ -2,7 +2,10 @@
 
 `deck.validate` checks every page's current version (compile, then one deck render request for
 all of them) and reports each page's result as a `validation` event, the same result
-`page.validate` reports for that page. A page that passed gets its validation, and the
+`page.validate` reports for that page. With `"compiled": "stored"` in its payload (the
+enqueuer's word that the versions' stored compiles are current, as `deckyard render` knows of
+the deck it has just stored) those are rendered, and the deck is not compiled again
+(`stored_compiles`). A page that passed gets its validation, and the
 validation render as its screenshot, recorded on its version; the job fails with the first
 failing page's code when any page did not pass (the passed pages are recorded all the same).
 
@@ -20,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from deckyard.artifacts import ArtifactStore
 from deckyard.db import Database
+from deckyard.decks.compile.documents import CompiledPage
 from deckyard.decks.jobs.handler_support import load_deck, refused, workspace_of
 from deckyard.decks.jobs.names import DeckEvent, DeckJobErrorCode
 from deckyard.decks.jobs.page_jobs import slide_spec_for
@@ -28,7 +32,9 @@ from deckyard.decks.jobs.screenshots import (
     screenshot_pointer,
     validation_pointer,
 )
+from deckyard.decks.source.deck_source import DeckSource, PageKind
 from deckyard.decks.store import (
+    DeckRow,
     PageVersionRow,
     page_version_set_screenshot,
     page_version_set_validation,
@@ -38,7 +44,29 @@ from deckyard.decks.validation.page_check import PageCheck, PageValidator
 from deckyard.decks.validation.rules import is_validation_passed
 from deckyard.jobs import JobContext, JobError
 
+STORED = "stored"
+"""`"compiled": "stored"` in a deck job's payload: its pages' stored compiles are current."""
+
 Write = Callable[[AsyncConnection], Awaitable[None]]
+
+
+def stored_compiles(row: DeckRow, source: DeckSource) -> dict[str, CompiledPage] | None:
+    """Every current version's stored compile, as the compiler made it; None when a page has
+    none (it did not compile: the deck is compiled again, for that page's problems)."""
+    compiled: dict[str, CompiledPage] = {}
+    for index, version in enumerate(row.pages):
+        if version.compiled is None or version.compiled_sha256 is None:
+            return None
+        compiled[version.page_name] = CompiledPage(
+            version.page_name,
+            index,
+            PageKind(version.kind),
+            version.compiled,
+            version.compiled_sha256,
+            source.width,
+            source.height,
+        )
+    return compiled
 
 
 class DeckPageJobs:
@@ -54,7 +82,8 @@ class DeckPageJobs:
         workspace = workspace_of(ctx)
         row, source = await load_deck(self.db, int(ctx.payload["deck_id"]), workspace)
         versions = {p.page_name: p for p in row.pages}
-        checks = await check_pages(self.validator, source, ctx)
+        stored = stored_compiles(row, source) if ctx.payload.get("compiled") == STORED else None
+        checks = await check_pages(self.validator, source, ctx, stored)
         records: list[tuple[PageVersionRow, dict[str, Any], dict[str, Any] | None]] = []
         failed: PageCheck | None = None
         pages: dict[str, Any] = {}

@@ -50,7 +50,7 @@ async def render_specs(
     if not await validator.gateway.renderer_live():
         code = RenderErrorCode.SERVICE_UNAVAILABLE.value
         return [PageRender(i, None, code, NO_RENDERER) for i in range(len(specs))]
-    return await validator.gateway.render.decks.render(ctx, specs)
+    return await validator.gateway.render_pages(ctx, specs, ctx.job.workspace_id or "")
 
 
 def compile_pages(
@@ -71,12 +71,22 @@ def compile_pages(
 
 
 async def check_pages(
-    validator: PageValidator, deck: DeckSource, ctx: JobContext
+    validator: PageValidator,
+    deck: DeckSource,
+    ctx: JobContext,
+    stored: dict[str, CompiledPage] | None = None,
 ) -> list[PageCheck]:
     """Every page of `deck` compiled off the event loop (`Offload`: the loop keeps heartbeating
-    and polling), then the compiled ones rendered in one deck request."""
-    each = await validator.offload.run(source_bytes(deck), compile_each, deck, validator.limits)
-    compiled, checks = compile_pages(each)
+    and polling), then the compiled ones rendered in one deck request.
+
+    `stored`, every page's compile as it was stored from this very source (the caller knows
+    it is current), is used instead of compiling the deck again."""
+    checks: dict[str, PageCheck] = {}
+    if stored is not None and set(stored) == {page.name for page in deck.pages}:
+        compiled = dict(stored)
+    else:
+        each = await validator.offload.run(source_bytes(deck), compile_each, deck, validator.limits)
+        compiled, checks = compile_pages(each)
     names = list(compiled)
     specs = [slide_spec(compiled[name]) for name in names]
     for name, spec, outcome in zip(

@@ -18,6 +18,7 @@ from sqlalchemy import func, select
 
 from deckyard.decks.site.verify import verify_site_zip
 from deckyard.decks.source.limits import site_zip_limits
+from deckyard.decks.validation import deck_check
 from deckyard.jobs import Runtime
 from deckyard.render.control.models import DOCUMENT_PREFIX
 from deckyard.render.control.schema import render_requests
@@ -274,7 +275,9 @@ async def test_an_edit_keeps_its_render_as_the_new_versions_thumbnail(db_url: st
             assert page["screenshot"] is not None, name
 
 
-async def test_a_deck_validation_reports_each_page_as_page_validate_does(db_url: str) -> None:
+async def test_a_deck_validation_reports_each_page_as_page_validate_does(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     async with running_app(db_url, renderers=1) as (app, client):
         alice = await make_token(app, "alice")
         rt: Runtime = app.state.runtime
@@ -306,3 +309,19 @@ async def test_a_deck_validation_reports_each_page_as_page_validate_does(db_url:
         assert shot.status == "succeeded", (shot.error_code, shot.error_message)
         assert shot.result["rendered"] == 0 and shot.result["reused"] == len(names)
         assert await render_request_count(app) == before + 1
+
+        # told that the versions' stored compiles are current (as `deckyard render` tells it),
+        # the job renders them without compiling the deck again, to the same verdicts
+        def compiled_again(*_args: object) -> object:
+            raise AssertionError("deck.validate compiled the deck again")
+
+        monkeypatch.setattr(deck_check, "compile_each", compiled_again)
+        stored = await service.validate_deck("alice", deck_id, stored=True)
+        done = await rt.wait(stored.id, timeout=180)
+        assert done.status == "succeeded", (done.error_code, done.error_message)
+        found = await service.validations_of(done.id)
+        assert {k: v.model_dump(mode="json") for k, v in found.items()} == one_by_one
+        # and without that word it compiles the deck from its source
+        plain = await service.validate_deck("alice", deck_id)
+        done = await rt.wait(plain.id, timeout=180)
+        assert done.status == "failed" and "compiled the deck again" in (done.error_message or "")

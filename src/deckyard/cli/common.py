@@ -15,6 +15,11 @@ if TYPE_CHECKING:
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 # What `deckyard render --format` accepts; shared by the command and the pipeline it runs.
 FORMATS = ("png", *OUTPUTS)
+CLI_SPARE_TABS = 0
+"""A run's renderer keeps no spare tab warm beyond one per slot (`DECKYARD_RENDERER_SPARE_TABS`
+overrides): a deck attempt carries each slot's tab from page to page, and the spare's context,
+a Chromium renderer process, cost a 30-slide run 8 % of its wall time and 12 % of its CPU
+(`farm-bench -n 4`, 2026-12-06)."""
 
 
 def fail(lines: list[str] | str, code: int = 2) -> NoReturn:

@@ -18,7 +18,8 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
-from deckyard.render.processes import spawn_renderer, terminate_renderer
+from deckyard.cli.common import CLI_SPARE_TABS
+from deckyard.render.processes import SPARE_TABS_ENV, spawn_renderer, terminate_renderer
 from deckyard.startup import before_exit, heavy_imports
 
 RENDERER_URLS_ENV = "DECKYARD_RENDERER_URLS"
@@ -44,11 +45,13 @@ class EarlyRenderer:
 async def start_early_renderer() -> EarlyRenderer:
     """Spawn `deckyard renderer` the way the supervisor would, under a fresh secret and name.
 
-    It takes its slot count from its settings, as the node's would: both read this environment.
+    It takes its slot count from its settings, as the node's would: both read this environment;
+    its spare tabs are the CLI's (`CLI_SPARE_TABS`) unless the environment says.
     """
     secret = secrets.token_urlsafe(32)
     name = f"{socket.gethostname()}-{secrets.token_hex(4)}-lite-0"
-    return EarlyRenderer(await spawn_renderer(None, secret, name), secret, name)
+    spare = int(os.environ.get(SPARE_TABS_ENV, CLI_SPARE_TABS))
+    return EarlyRenderer(await spawn_renderer(None, secret, name, spare), secret, name)
 
 
 async def _launch(

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import re
 import tempfile
 import time
@@ -28,7 +29,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from deckyard.cli.common import FORMATS
+from deckyard.cli.common import CLI_SPARE_TABS, FORMATS
 from deckyard.cli.fetch_remote import fetch_for_render
 from deckyard.cli.output import OutputFolderError, cache_dir, finish_output, prepare_output
 from deckyard.cli.render_cache import open_render_cache
@@ -50,6 +51,7 @@ from deckyard.node import Node
 from deckyard.outputs import OUTPUTS
 from deckyard.render.control.models import RENDER_REQUEST_EVENT
 from deckyard.render.control.result_cache import CacheStats, RenderResultCache
+from deckyard.render.processes import SPARE_TABS_ENV
 from deckyard.render.protocol import ErrorKind, error_kind
 from deckyard.workspaces.store import workspace_ensure
 
@@ -138,15 +140,19 @@ class RunReport:
 def pipeline_settings(work: Path, database_url: str | None, **overrides: Any) -> Settings:
     """Settings for an in-process run: data under `work`, one supervised renderer.
 
-    A run renders one workspace's deck, so that workspace may use every slot.
+    A run renders one workspace's deck, so that workspace may use every slot. Its renderer
+    keeps no spare tab unless the environment asks (`common.CLI_SPARE_TABS`).
     """
+    defaults: dict[str, Any] = {"render_workspace_slot_share": 1.0}
+    if SPARE_TABS_ENV not in os.environ:
+        defaults["renderer_spare_tabs"] = CLI_SPARE_TABS
     return Settings.load(
         data_dir=work,
         database_url=database_url,
         renderers=1,
         migrate_on_start=True,
         background_loops=True,
-        **{"render_workspace_slot_share": 1.0, **overrides},
+        **{**defaults, **overrides},
     )
 
 

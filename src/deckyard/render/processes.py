@@ -29,6 +29,9 @@ PR_SET_CHILD_SUBREAPER = 36
 PR_SET_PDEATHSIG = 1
 
 
+SPARE_TABS_ENV = "DECKYARD_RENDERER_SPARE_TABS"
+
+
 def renderer_command(slots: int | None) -> list[str]:
     """The command line of a supervised renderer: `deckyard renderer` on a port it picks.
 
@@ -39,14 +42,18 @@ def renderer_command(slots: int | None) -> list[str]:
     return cmd if slots is None else [*cmd, "--slots", str(slots)]
 
 
-def renderer_env(secret: str, name: str) -> dict[str, str]:
-    """The environment of a supervised renderer: this one plus its secret, name and host."""
-    return {
+def renderer_env(secret: str, name: str, spare_tabs: int | None = None) -> dict[str, str]:
+    """The environment of a supervised renderer: this one plus its secret, name and host (and
+    its spare tabs, when its supervisor's settings say)."""
+    env = {
         **os.environ,
         "DECKYARD_RENDERER_SECRET": secret,
         "DECKYARD_RENDERER_ID": name,
         "DECKYARD_RENDERER_HOST": "127.0.0.1",
     }
+    if spare_tabs is not None:
+        env[SPARE_TABS_ENV] = str(spare_tabs)
+    return env
 
 
 def die_with_parent() -> None:
@@ -59,7 +66,9 @@ def die_with_parent() -> None:
         ctypes.CDLL(libc_name).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
-async def spawn_renderer(slots: int | None, secret: str, name: str) -> asyncio.subprocess.Process:
+async def spawn_renderer(
+    slots: int | None, secret: str, name: str, spare_tabs: int | None = None
+) -> asyncio.subprocess.Process:
     """Start `deckyard renderer` in a session of its own, dying with its parent; its first
     stdout line says where it listens."""
     return await asyncio.create_subprocess_exec(
@@ -67,7 +76,7 @@ async def spawn_renderer(slots: int | None, secret: str, name: str) -> asyncio.s
         preexec_fn=die_with_parent,
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
-        env=renderer_env(secret, name),
+        env=renderer_env(secret, name, spare_tabs),
         start_new_session=True,
     )
 

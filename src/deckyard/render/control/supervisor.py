@@ -178,7 +178,10 @@ class Supervisor:
         proc = renderer.adopted
         renderer.adopted = None
         if proc is None:
-            proc = await spawn_renderer(self.settings.renderer_slots, self.secret, renderer.name)
+            settings = self.settings
+            proc = await spawn_renderer(
+                settings.renderer_slots, self.secret, renderer.name, settings.renderer_spare_tabs
+            )
         renderer.process = proc
         assert proc.stdout is not None
         try:

@@ -15,7 +15,7 @@ import pytest
 
 from deckyard.decks.store_assets import deck_asset_delete
 from deckyard.decks.validation.page_check import PageValidator
-from tests.helpers.api import make_token, running_app
+from tests.helpers.api import ROOMY_LEASE, make_token, running_app
 from tests.helpers.decks import counts, folder_zip, make_zip
 
 ZIP = {"content-type": "application/zip"}
@@ -40,7 +40,7 @@ def _diagnostics(pages: dict[str, Any]) -> set[tuple[str, str, int | None]]:
 async def test_a_theme_that_does_not_parse_is_a_content_error_naming_file_and_line(
     db_url: str,
 ) -> None:
-    async with running_app(db_url) as (app, client):
+    async with running_app(db_url, **ROOMY_LEASE) as (app, client):
         alice = await make_token(app, "alice")
         stray = {"code": "COMPILE_CSS_SYNTAX", "page": "assets/theme.css", "line": 1}
 
@@ -92,7 +92,7 @@ async def test_a_theme_that_does_not_parse_is_a_content_error_naming_file_and_li
 async def test_a_font_in_the_manifest_is_in_use_and_a_forced_delete_keeps_the_deck_working(
     db_url: str,
 ) -> None:
-    async with running_app(db_url) as (app, client):
+    async with running_app(db_url, **ROOMY_LEASE) as (app, client):
         alice = await make_token(app, "alice")
         deck_id = await _example_deck(client, alice)
         url = f"/v1/decks/{deck_id}/assets/{FONT.removeprefix('assets/')}"
@@ -131,7 +131,7 @@ async def test_a_font_in_the_manifest_is_in_use_and_a_forced_delete_keeps_the_de
 async def test_a_deck_whose_font_file_went_before_this_fix_answers_422_and_can_be_mended(
     db_url: str,
 ) -> None:
-    async with running_app(db_url) as (app, client):
+    async with running_app(db_url, **ROOMY_LEASE) as (app, client):
         alice = await make_token(app, "alice")
         deck_id = await _example_deck(client, alice)
         # what a forced delete left behind before it dropped the font: the file gone, the
@@ -159,7 +159,7 @@ async def test_a_crashed_gate_job_is_a_server_error_not_a_retry(
     async def crash(*args: object, **kwargs: object) -> None:
         raise RuntimeError("a bug in validation")
 
-    async with running_app(db_url) as (app, client):
+    async with running_app(db_url, **ROOMY_LEASE) as (app, client):
         alice = await make_token(app, "alice")
         deck_id = await _example_deck(client, alice)
         monkeypatch.setattr(PageValidator, "check", crash)
@@ -187,7 +187,7 @@ async def _manifest_pages(client: httpx.AsyncClient, h: dict[str, str], deck: in
 async def test_manifest_pages_follow_added_renamed_reordered_and_deleted_pages(
     db_url: str,
 ) -> None:
-    async with running_app(db_url) as (app, client):
+    async with running_app(db_url, **ROOMY_LEASE) as (app, client):
         alice = await make_token(app, "alice")
         deck_id = await _example_deck(client, alice)
         base = f"/v1/decks/{deck_id}"
@@ -236,7 +236,7 @@ async def test_manifest_pages_follow_added_renamed_reordered_and_deleted_pages(
 
 
 async def test_a_deleted_pages_version_ids_are_never_handed_out_again(db_url: str) -> None:
-    async with running_app(db_url) as (app, client):
+    async with running_app(db_url, **ROOMY_LEASE) as (app, client):
         alice = await make_token(app, "alice")
         body = {
             "manifest": {"title": "T"},

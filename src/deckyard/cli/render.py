@@ -15,6 +15,14 @@ import typer
 from deckyard.cli.common import FORMATS, fail
 
 USAGE = 2
+NoCache = Annotated[
+    bool,
+    typer.Option(
+        "--no-cache",
+        help="Render every page, reusing nothing from earlier runs (the render cache in "
+        "~/.cache/deckyard/renders is neither read nor written).",
+    ),
+]
 
 
 def usage_problems(deck_dir: Path, formats: str | None) -> list[str]:
@@ -77,14 +85,7 @@ def render(
             "fragments, Marp fragmented lists, Slidev clicks), numbered as their slide.",
         ),
     ] = False,
-    no_cache: Annotated[
-        bool,
-        typer.Option(
-            "--no-cache",
-            help="Render every page, reusing nothing from earlier runs (the render cache in "
-            "~/.cache/deckyard/renders is neither read nor written).",
-        ),
-    ] = False,
+    no_cache: NoCache = False,
 ) -> None:
     """Validate, screenshot, build and export a deck with its own renderer.
 
@@ -130,14 +131,7 @@ def validate(
     offline: Annotated[
         bool, typer.Option("--offline", help="Fetch nothing: a remote file fails its page.")
     ] = False,
-    no_cache: Annotated[
-        bool,
-        typer.Option(
-            "--no-cache",
-            help="Render every page, reusing nothing from earlier runs (the render cache in "
-            "~/.cache/deckyard/renders is neither read nor written).",
-        ),
-    ] = False,
+    no_cache: NoCache = False,
 ) -> None:
     """Validate every page of a deck (compile and render check); writes no artefacts.
 

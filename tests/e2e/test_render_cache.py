@@ -82,6 +82,7 @@ def test_a_second_run_renders_only_what_changed(tmp_path: Path) -> None:
     assert reused(second) == (pages + 1, pages + 1, 0)
     assert rendered_pages(db2) == 0
     assert "RENDER_OVERFLOW" in second  # the kept findings, as the render found them
+    assert len(re.findall(r"\bcached\b", second)) == pages  # no render time of this run's
     assert pngs(out2) == pngs(out1)
     assert pdf_pages(out2 / "deck.pdf") == pages
 
@@ -90,6 +91,7 @@ def test_a_second_run_renders_only_what_changed(tmp_path: Path) -> None:
     agenda.write_text(agenda.read_text(encoding="utf-8") + "\n\nOne more line.\n")
     third, out3, db3 = render(tmp_path, deck, "third")
     assert reused(third) == (pages - 1, pages + 1, 2)
+    assert len(re.findall(r"\bcached\b", third)) == pages - 1
     assert rendered_pages(db3) == 2
     before, after = pngs(out1), pngs(out3)
     changed = {name for name in before if before[name] != after[name]}

@@ -81,6 +81,8 @@ class PageRow:
     status: str = "pending"
     warnings: int = 0
     seconds: float = 0.0
+    cached: bool = False
+    """Its render came from the render cache (an earlier run's)."""
     result: ValidationResult | None = None
     notes: list[str] = field(default_factory=list)
 
@@ -267,7 +269,8 @@ class Pipeline:
         seconds = await self.service.page_seconds(done.id)
         for row in report.pages:
             result = found.get(row.name)
-            row.seconds = seconds.get(row.name, 0.0)
+            took = seconds.get(row.name, 0.0)
+            row.seconds, row.cached = (took, False) if took is not None else (0.0, True)
             if result is None:
                 row.status = ValidationStatus.FAILED
                 row.notes.append(f"error: {done.error_code}: {done.error_message}")
@@ -592,9 +595,8 @@ def print_summary(report: RunReport, console: Console) -> None:
     styles = {"passed": "green", "failed": "red", "unavailable": "yellow"}
     for row in report.pages:
         style = styles.get(str(row.status), "")
-        table.add_row(
-            row.name, f"[{style}]{row.status}[/]", str(row.warnings), f"{row.seconds:.1f} s"
-        )
+        took = "cached" if row.cached else f"{row.seconds:.1f} s"
+        table.add_row(row.name, f"[{style}]{row.status}[/]", str(row.warnings), took)
     console.print(table)
     for row in report.pages:
         for note in row.notes:

@@ -55,7 +55,7 @@ from deckyard.outputs.site import SITE
 from deckyard.render.control.service import RenderService
 from deckyard.tasks import TaskExecutor
 
-EVENT_EXTRAS = ("page", "render_id", "render_ms")
+EVENT_EXTRAS = ("page", "render_id", "render_ms", "cached")
 """Keys of a `validation` event besides the validation result itself."""
 
 ONE_ATTEMPT = (DeckJobKind.PAGE_EDIT, DeckJobKind.DECK_STYLE)
@@ -356,13 +356,16 @@ class DeckService:
                 found[str(ev.data.get("page"))] = ValidationResult.model_validate(data)
         return found
 
-    async def page_seconds(self, job_id: int) -> dict[str, float]:
-        """Each page's render time (seconds) in a deck job's `validation` events, where known."""
-        found: dict[str, float] = {}
+    async def page_seconds(self, job_id: int) -> dict[str, float | None]:
+        """Each page's render time (seconds) in a deck job's `validation` events, where known;
+        None for a page whose render came from the render cache (not rendered by this job)."""
+        found: dict[str, float | None] = {}
         async for ev in self.runtime.events(job_id, follow=False):
             if ev.type == DeckEvent.VALIDATION.value and isinstance(ev.data, dict):
                 ms = ev.data.get("render_ms")
-                if isinstance(ms, int | float):
+                if ev.data.get("cached"):
+                    found[str(ev.data.get("page"))] = None
+                elif isinstance(ms, int | float):
                     found[str(ev.data.get("page"))] = ms / 1000
         return found
 

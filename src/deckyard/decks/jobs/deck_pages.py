@@ -91,7 +91,9 @@ class DeckPageJobs:
             data = check.result.model_dump(mode="json")
             timings = ((check.render or {}).get("diagnostics") or {}).get("timings") or {}
             event = {"page": check.name, **data}
-            if "total_ms" in timings:
+            if (check.render or {}).get("cached"):
+                event["cached"] = True  # an earlier run's render: its time is not this run's
+            elif "total_ms" in timings:
                 event["render_ms"] = timings["total_ms"]
             await ctx.emit(DeckEvent.VALIDATION, event)
             version = versions.get(check.name)

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
 from typing import Any
 
 from bs4 import BeautifulSoup
@@ -39,7 +38,7 @@ from deckyard.db import Database
 from deckyard.decks.compile.documents import compile_deck, compile_print_document
 from deckyard.decks.compile.steps import step_deck
 from deckyard.decks.errors import CompileError
-from deckyard.decks.jobs.deck_pages import STORED
+from deckyard.decks.jobs.deck_pages import STORED, stored_compiles
 from deckyard.decks.jobs.handler_support import load_deck, refused, workspace_of
 from deckyard.decks.jobs.names import PDF_FORMAT, DeckEvent, DeckJobErrorCode
 from deckyard.decks.jobs.page_jobs import slide_spec_for
@@ -73,17 +72,6 @@ def page_notes(document: str) -> str:
     soup = BeautifulSoup(found.group(0), "html.parser")
     lines = [p.get_text(" ", strip=True) for p in soup.find_all("p")]
     return "\n".join(line for line in lines if line) or soup.get_text(" ", strip=True)
-
-
-@dataclass(frozen=True)
-class StoredPage:
-    """A page's stored compiled document, as `Needs.COMPILED` formats read it."""
-
-    name: str
-    document: str
-    sha256: str
-    width: int
-    height: int
 
 
 def _compile_failed(exc: CompileError) -> JobError:
@@ -230,14 +218,12 @@ class DeckOutputs:
         return pages
 
     def _compiled(self, row: DeckRow, source: DeckSource, *, stored: bool) -> list[CompiledInput]:
-        """Every page compiled: the versions' stored compiles when the payload says they are
-        current (`deckyard render`, of the deck it has just stored), else the deck compiled."""
-        if stored:
-            shape = (source.width, source.height)
-            return [
-                StoredPage(name, html, hashlib.sha256(html.encode()).hexdigest(), *shape)
-                for name, html in self._documents(row, source, stepped=False)
-            ]
+        """Every page compiled: the versions' stored compiles (`stored_compiles`) when the
+        payload says they are current (`deckyard render`, of the deck it has just stored) and
+        every page has one, else the deck compiled."""
+        kept = stored_compiles(row, source) if stored else None
+        if kept is not None:
+            return list(kept.values())
         try:
             return list(compile_deck(source, self.limits))
         except CompileError as exc:

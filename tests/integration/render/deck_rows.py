@@ -15,7 +15,7 @@ from deckyard.render.control.store import (
     renderer_upsert_if_changed,
     request_insert,
 )
-from deckyard.render.control.store_pages import page_commit, pages_insert
+from deckyard.render.control.store_pages import page_commit
 
 
 async def pending_deck(
@@ -43,7 +43,6 @@ async def pending_deck(
             parent_job_id=job,
         )
         request, _ = await request_insert(db, conn, new, at)
-        await pages_insert(conn, request.id, pages)
     return request.id
 
 

@@ -45,6 +45,8 @@ class FakeRenderer:
         self.up = True
 
     def receipt(self, key: str) -> dict[str, Any]:
+        """The attempt's receipt: its status, and once it ended every page's outcome (each
+        page ends as the attempt does: rendered, checked only, or failed for its content)."""
         status = self.attempts.get(key, "unknown")
         body: dict[str, Any] = {
             "attempt_id": key,
@@ -52,37 +54,50 @@ class FakeRenderer:
             "renderer_id": self.url,
             "epoch": self.epoch,
         }
-        captured = self.bodies.get(key, {}).get("capture", True)
-        if status == "succeeded" and not captured:
-            body["diagnostics"] = {"console_errors": []}
-        elif status == "succeeded":
+        if status == "unknown":
+            return body
+        ended = status in ("succeeded", "failed")
+        pages = self.bodies.get(key, {}).get("pages", [])
+        body["pages"] = [self._page(page, status) for page in pages] if ended else []
+        if status == "failed":
+            body.update(error_code="RENDER_PAGE_ERROR", error_kind="content", retryable=False)
+        return body
+
+    @staticmethod
+    def _page(page: dict[str, Any], status: str) -> dict[str, Any]:
+        body: dict[str, Any] = {"index": page["index"], "status": status}
+        if status == "failed":
+            body.update(error_code="RENDER_PAGE_ERROR", message="the page threw")
+            return body
+        body["diagnostics"] = {"console_errors": []}
+        if page.get("capture", True):
             body["artifact"] = {
                 "format": "png",
                 "content_type": "image/png",
                 "size": len(PNG),
                 "sha256": hashlib.sha256(PNG).hexdigest(),
             }
-            body["diagnostics"] = {"console_errors": []}
-        if status == "failed":
-            body.update(error_code="RENDER_PAGE_ERROR", error_kind="content", retryable=False)
         return body
 
     def _unknown_document(self, body: dict[str, Any]) -> httpx.Response | None:
         if self.documents is None:
             return None
-        if "document" in body:
-            self.documents.add(hashlib.sha256(body["document"].encode()).hexdigest())
-            return None
-        wanted = body.get("document_key")
-        if wanted is None or wanted in self.documents:
+        missing: list[str] = []
+        for page in body["pages"]:
+            if "document" in page:
+                self.documents.add(hashlib.sha256(page["document"].encode()).hexdigest())
+            wanted = page.get("document_key")
+            if wanted is not None and wanted not in self.documents:
+                missing.append(wanted)
+        if not missing:
             return None
         return httpx.Response(
             422,
             json={
                 "error": "RENDER_DOCUMENT_UNKNOWN",
-                "message": "document_key: 1 document(s) not held here; send them by value",
-                "field": "document_key",
-                "missing": [wanted],
+                "message": f"{len(missing)} document(s) not held here; send them by value",
+                "field": "pages.0.document_key",
+                "missing": missing,
             },
         )
 
@@ -109,7 +124,7 @@ class FakeRenderer:
                     "max_timeout_seconds": 300.0,
                 },
             )
-        if path == "/v1/attempts" and request.method == "POST":
+        if path == "/v1/deck-attempts" and request.method == "POST":
             body = json.loads(request.content)
             key = body["attempt_id"]
             refusal = self._unknown_document(body)
@@ -125,7 +140,9 @@ class FakeRenderer:
             return httpx.Response(404, json={"error": "RENDER_INVALID_INPUT"})
         key = path.split("/")[3]
         if path.endswith("/artifact"):
-            if self.attempts.get(key) != "succeeded" or not self.bodies[key].get("capture", True):
+            index = int(path.split("/")[5])
+            page = next(p for p in self.bodies[key]["pages"] if p["index"] == index)
+            if self.attempts.get(key) != "succeeded" or not page.get("capture", True):
                 return httpx.Response(404, json={"error": "RENDER_RESULT_LOST"})
             sha = hashlib.sha256(PNG).hexdigest()
             return httpx.Response(

@@ -11,7 +11,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from deckyard.db import Database
-from deckyard.render.control.models import RequestStatus
+from deckyard.render.control.models import AttemptState, RequestStatus
 from deckyard.render.control.requests import (
     document_object_key,
     documents_by_reference,
@@ -88,15 +88,19 @@ async def test_success_without_an_artefact_for_a_picture_is_still_a_lost_result(
         await p.coordinator.dispatch_once()
         # The renderer drops the picture it was asked for (a bug, or a wrong version).
         (key,) = renderer.bodies
-        renderer.bodies[key]["capture"] = False
+        renderer.bodies[key]["pages"][0]["capture"] = False
         renderer.set_all("succeeded")
         await p.coordinator.receipts_once()
         await p.settle_results()
         done = await p.get(req)
+        # Not a success: the attempt is lost, and so is the request (its one attempt spent).
         assert done.status is RequestStatus.FAILED
         assert done.error_code == "RENDER_RESULT_LOST"
+        assert done.result is None and done.artifact_key is None
         (attempt,) = await p.attempts(req)
-        assert "without an artefact" in (attempt.error_message or "")
+        assert attempt.status is AttemptState.LOST
+        assert attempt.error_code == "RENDER_RESULT_LOST"
+        assert "pages not committed" in (attempt.error_message or "")
     finally:
         await p.coordinator.client.aclose()
 

@@ -35,6 +35,7 @@ from deckyard.render.control.models import (
 from deckyard.render.control.requests import RenderQueueFull, request_waiters, wait_for_terminal
 from deckyard.render.control.schema import render_attempts, render_requests, renderers
 from deckyard.render.control.service import RenderService
+from deckyard.render.control.store_pages import page_commit
 from deckyard.render.control.store import (
     NewRequest,
     ResultRefused,
@@ -43,7 +44,6 @@ from deckyard.render.control.store import (
     renders_queued,
     request_get,
     request_insert,
-    result_commit,
 )
 from tests.integration.render.fake_renderer import FakeFleet, FakeRenderer
 
@@ -525,14 +525,27 @@ async def test_cas_refuses_and_deletes_the_artefact(plane: Plane, spoiler: str) 
     receipts = await p.coordinator.client.receipts("http://r1", SECRET, [attempt.attempt_key])
     assert receipts is not None
     source = RendererSource("http://r1", "http://r1", SECRET)
-    assert not await p.coordinator.committer.fetch_and_commit(attempt, receipts[0], source)
+    committer = p.coordinator.committer
+    await committer.sync(attempt, receipts[0], source, set())
+    assert committer.stats.committed == 0
+    assert committer.stats.refused_keys == [f"{attempt.attempt_key}#p0"]
     assert await p.store.keys() == []
     assert (await p.get(req)).result is None
     [same] = await p.attempts(req)
     assert same.status is not AttemptState.SUCCEEDED
     with pytest.raises(ResultRefused):
         async with p.db.write_transaction() as conn:
-            await result_commit(p.db, conn, attempt, {}, "k", p.clock.now())
+            await page_commit(
+                p.db,
+                conn,
+                attempt,
+                0,
+                result={},
+                artifact_key="k",
+                error_code=None,
+                error_message=None,
+                now=p.clock.now(),
+            )
 
 
 async def test_cancelled_request_is_stopped_and_its_slot_released(plane: Plane) -> None:

@@ -76,15 +76,15 @@ async def test_the_row_and_the_call_carry_the_key_and_a_known_key_is_not_sent_ag
             ).scalar_one()
         assert row["document_key"] == key and "document" not in row
         assert await p.store.get(document_object_key(key)) == PAGE.encode()
-        sent = list(renderer.bodies.values())
+        sent = [body["pages"][0] for body in renderer.bodies.values()]
         # A key the renderer was never seen to take goes by value at once: one call, no refusal.
         assert len(sent) == 1 and sent[0]["document"] == PAGE
-        assert renderer.calls.count("POST /v1/attempts") == 1
+        assert renderer.calls.count("POST /v1/deck-attempts") == 1
         assert p.coordinator.documents_sent == 1
 
         renderer.bodies.clear()
         await render(p, PAGE, 2)
-        (again,) = renderer.bodies.values()
+        (again,) = [body["pages"][0] for body in renderer.bodies.values()]
         assert again["document_key"] == key and "document" not in again
         assert p.coordinator.documents_sent == 1
     finally:
@@ -103,8 +103,8 @@ async def test_a_renderer_that_dropped_a_key_refuses_it_and_then_gets_it_by_valu
         renderer.bodies.clear()
         renderer.calls.clear()
         await render(p, PAGE, 2)
-        assert renderer.calls.count("POST /v1/attempts") == 2  # by key, refused, by value
-        (again,) = renderer.bodies.values()
+        assert renderer.calls.count("POST /v1/deck-attempts") == 2  # by key, refused, by value
+        (again,) = [body["pages"][0] for body in renderer.bodies.values()]
         assert again["document"] == PAGE
         assert p.coordinator.documents_sent == 2
     finally:
@@ -124,8 +124,8 @@ async def test_a_renderer_under_a_new_epoch_gets_the_document_by_value_at_once(
         renderer.bodies.clear()
         renderer.calls.clear()
         await render(p, PAGE, 2)
-        assert renderer.calls.count("POST /v1/attempts") == 1
-        (again,) = renderer.bodies.values()
+        assert renderer.calls.count("POST /v1/deck-attempts") == 1
+        (again,) = [body["pages"][0] for body in renderer.bodies.values()]
         assert again["document"] == PAGE
     finally:
         await p.coordinator.client.aclose()

@@ -50,7 +50,7 @@ class DrainableRenderer(FakeRenderer):
     def receipt(self, key: str) -> dict[str, Any]:
         body = super().receipt(key)
         if key in self.handed_back:
-            body.update(STOPPED)
+            body.update(STOPPED, pages=[])  # handed back before its page started
         return body
 
     def handle(self, request: httpx.Request) -> httpx.Response:
@@ -59,7 +59,7 @@ class DrainableRenderer(FakeRenderer):
             self.drain_calls.append(bool(json.loads(request.content).get("release")))
             self.draining = True
             return httpx.Response(200, json={"draining": True})
-        if self.up and self.draining and path == "/v1/attempts" and request.method == "POST":
+        if self.up and self.draining and path == "/v1/deck-attempts" and request.method == "POST":
             refusal = {"error": "RENDER_NO_FREE_SLOT", "message": "draining: no new attempts"}
             return httpx.Response(429, json=refusal, headers={"Retry-After": "1"})
         answer = super().handle(request)
@@ -114,7 +114,7 @@ async def test_a_drained_renderer_takes_no_new_admissions_and_is_released(
             await p.coordinator.dispatch_once()
         assert [x.id for x in await on(p, "http://ra")] == [running.id]
         assert len(await on(p, "http://rb")) == 2  # both of its slots; the rest wait
-        assert a.calls.count("POST /v1/attempts") == 1
+        assert a.calls.count("POST /v1/deck-attempts") == 1
         statuses = [(await p.get(r)).status for r in later]
         assert statuses.count(RequestStatus.PENDING) == 2
 
@@ -161,6 +161,7 @@ async def test_what_a_drain_hands_back_costs_no_attempt(db: Database, tmp_path: 
         a.hand_back(key)  # the drain's bound passed while it still ran
         b.hand_back(b_attempt.attempt_key)  # the same failure on a renderer not draining
         await p.coordinator.receipts_once()
+        await p.settle_results()
         back = await p.get(handed)
         assert (back.status, back.attempts) == (RequestStatus.PENDING, 0)
         assert (await p.get(on_b)).attempts == 1  # counted: b was not draining

@@ -170,12 +170,11 @@ class RendererClient:
         return resp is not None and resp.status_code == 200
 
     async def submit(
-        self, url: str, secret: str, body: dict[str, Any], *, deck: bool = False
+        self, url: str, secret: str, body: dict[str, Any]
     ) -> Receipt | Rejection | None:
-        """Post an attempt (`deck`: a deck attempt): its receipt, the renderer's refusal, or
-        None when unreachable."""
-        path = "/v1/deck-attempts" if deck else "/v1/attempts"
-        resp = await self._call(url, secret, "POST", path, json=body)
+        """Post an attempt of N pages: its receipt, the renderer's refusal, or None when
+        unreachable."""
+        resp = await self._call(url, secret, "POST", "/v1/deck-attempts", json=body)
         tracing.annotate({tracing.ANSWER_STATUS: None if resp is None else resp.status_code})
         if resp is None:
             return None
@@ -226,16 +225,14 @@ class RendererClient:
             return None
 
     async def artifact(
-        self, url: str, secret: str, key: str, size: int, sha256: str, page: int | None = None
+        self, url: str, secret: str, key: str, size: int, sha256: str, page: int
     ) -> bytes:
-        """Download an attempt's artefact (or one deck page's) and check it against the
-        receipt's size and sha256.
+        """Download one page's artefact of an attempt and check it against the receipt's size
+        and sha256.
 
         Raises `ArtifactMismatch` on a wrong body and `httpx.HTTPError` when it cannot be had.
         """
-        path = f"/v1/attempts/{key}/artifact"
-        if page is not None:
-            path = f"/v1/attempts/{key}/pages/{page}/artifact"
+        path = f"/v1/attempts/{key}/pages/{page}/artifact"
         resp = await self._client(url, secret).get(path)
         resp.raise_for_status()
         data = resp.content

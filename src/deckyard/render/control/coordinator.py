@@ -61,7 +61,8 @@ from deckyard.render.control.models import (
     RenderRequest,
     RequestStatus,
 )
-from deckyard.render.control.receipts import ReceiptPoller, ResultCommitter
+from deckyard.render.control.page_results import PageCommitter
+from deckyard.render.control.receipts import ReceiptPoller
 from deckyard.render.control.requests import DocumentsHeld, document_keys, documents_by_value
 from deckyard.render.control.store import (
     RendererChangedConcurrently,
@@ -92,8 +93,8 @@ class Admitted:
     attempt: RenderAttempt
     request: RenderRequest
     renderer: Renderer
-    pages: list[int] | None = None
-    """For a deck request: the pages still pending, the ones this attempt renders."""
+    pages: list[int]
+    """The request's pages still pending: the ones this attempt renders."""
 
 
 def attempt_timeout(settings: Settings, request: RenderRequest, now: datetime) -> float:
@@ -152,17 +153,14 @@ async def admit_due(
         if choice is None:
             break
         renderer, free = choice
-        slot, extra = free[0], []
-        pages: list[int] | None = None
-        if request.is_deck:
-            pages = await pages_pending(conn, request.id)
-            width = min(
-                len(free),
-                len(pages),
-                settings.render_global_cap - occ.total,
-                cap - occ.by_workspace[request.workspace_id],
-            )
-            extra = free[1:width]
+        pages = await pages_pending(conn, request.id)
+        width = min(
+            len(free),
+            len(pages),
+            settings.render_global_cap - occ.total,
+            cap - occ.by_workspace[request.workspace_id],
+        )
+        slot, extra = free[0], free[1:width]
         assert renderer.epoch is not None
         attempt = await request_admit(
             db,
@@ -226,13 +224,19 @@ def free_slots(
 log = logging.getLogger(__name__)
 
 
-def deck_body(item: Admitted, now: datetime) -> dict[str, Any]:
-    """A deck attempt's body: its pending pages, as many in parallel as it holds slots.
+def attempt_body(item: Admitted, now: datetime) -> dict[str, Any]:
+    """An attempt's body: its pending pages, as many in parallel as it holds slots.
 
     Each page gets the attempt's per-page timeout; the whole attempt ends at the request's
-    deadline (the control plane also stops it then).
+    deadline (the control plane also stops it then). The one page of a request that is not a
+    deck's names its workspace as the tenant, so the renderer may give its tab to the
+    workspace's next render without a reset.
     """
-    pages = item.request.input["pages"]
+    request = item.request
+    if request.is_deck:
+        pages = request.input["pages"]
+    else:
+        pages = [{**tracing.unstamped(request.input), "tenant": request.workspace_id}]
     return {
         "attempt_id": item.attempt.attempt_key,
         "parallel": len(item.attempt.slots),
@@ -266,7 +270,7 @@ class Coordinator:
         key (`requests.py`)."""
         self.documents_held = DocumentsHeld()
         self.client = RendererClient(settings.render_http_timeout_seconds, clock, transport)
-        self.committer = ResultCommitter(db, settings, self.client, store, clock)
+        self.committer = PageCommitter(db, settings, self.client, store, clock)
         self.renderer_names: dict[int, str] = {}
         self._epochs_seen: dict[str, set[str]] = {}
         self.receipts = ReceiptPoller(
@@ -485,7 +489,7 @@ class Coordinator:
         return False
 
     async def _submit_by_value(
-        self, source: RendererSource, body: dict[str, Any], refusal: Rejection, *, deck: bool
+        self, source: RendererSource, body: dict[str, Any], refusal: Rejection
     ) -> Receipt | Rejection | None:
         """Submit `body` again with the documents the renderer lacks by value (`requests.py`);
         a document no longer stored keeps the refusal (infrastructure, retried elsewhere)."""
@@ -494,23 +498,13 @@ class Coordinator:
             log.warning("a render document is gone from the store: %s", refusal.missing)
             return refusal
         self.documents_sent += len(set(refusal.missing))
-        return await self.client.submit(source.url, source.secret, full, deck=deck)
+        return await self.client.submit(source.url, source.secret, full)
 
     async def _dispatch(self, item: Admitted) -> None:
         source = self.sources.get(item.renderer.name)
         if source is None:
             return
-        if item.pages is not None:
-            body = deck_body(item, self.clock.now())
-        else:
-            body = {
-                **tracing.unstamped(item.request.input),
-                "attempt_id": item.attempt.attempt_key,
-                "timeout_seconds": item.attempt.timeout_seconds,
-                "tenant": item.request.workspace_id,
-            }
-        deck = item.pages is not None
-        capture = item.request.input.get("capture", True) is not False
+        body = attempt_body(item, self.clock.now())
         epoch = item.renderer.epoch or ""
         keys = document_keys(body)
         fresh = self.documents_held.unknown(source.name, epoch, keys)
@@ -519,10 +513,10 @@ class Coordinator:
             if full is not None:  # else the renderer's refusal below says what is missing
                 body = full
                 self.documents_sent += len(fresh)
-        self.receipts.expect(item.attempt, deck=deck, capture=capture)
-        answer = await self.client.submit(source.url, source.secret, body, deck=deck)
+        self.receipts.expect(item.attempt)
+        answer = await self.client.submit(source.url, source.secret, body)
         if isinstance(answer, Rejection) and answer.code == RenderErrorCode.DOCUMENT_UNKNOWN:
-            answer = await self._submit_by_value(source, body, answer, deck=deck)
+            answer = await self._submit_by_value(source, body, answer)
         if answer is not None and not isinstance(answer, Rejection):
             self.documents_held.took(source.name, epoch, keys)
             self._watch(source.name, answer)

@@ -44,7 +44,7 @@ from deckyard.render.control.store import (
     request_get,
     request_insert,
 )
-from deckyard.render.control.store_pages import pages_insert, pages_of_request
+from deckyard.render.control.store_pages import pages_of_request
 from deckyard.render.protocol import RenderErrorCode
 
 log = logging.getLogger(__name__)
@@ -151,7 +151,6 @@ class DeckRenders:
             total, mine = await renders_queued(conn, workspace)
             deck_queue_check(s, workspace, total, mine, len(specs))
             request, _created = await request_insert(self.db, conn, new, now)
-            await pages_insert(conn, request.id, len(specs))
         return request
 
     async def render(self, ctx: JobContext, specs: list[ScreenshotSpec]) -> list[PageRender]:

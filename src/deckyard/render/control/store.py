@@ -105,7 +105,8 @@ def wake_on_commit(db: Database, conn: AsyncConnection, channels: Sequence[str] 
 async def request_insert(
     db: Database, conn: AsyncConnection, new: NewRequest, now: datetime
 ) -> tuple[RenderRequest, bool]:
-    """Insert a request, or return the active one with the same dedupe key: (request, created)."""
+    """Insert a request with its pending pages (a deck's every page; one for any other
+    request), or return the active one with the same dedupe key: (request, created)."""
     row = {
         "kind": new.kind,
         "workspace_id": new.workspace_id,
@@ -132,8 +133,17 @@ async def request_insert(
     )
     inserted = (await conn.execute(stmt)).first()
     if inserted is not None:
+        request = RenderRequest.from_row(inserted)
+        pages = len(new.input["pages"]) if new.kind == DECK_KIND else 1
+        await conn.execute(
+            insert(P),
+            [
+                {"request_id": request.id, "page_index": i, "status": PAGE_PENDING}
+                for i in range(pages)
+            ],
+        )
         wake_on_commit(db, conn, (WAKE_DISPATCH,))
-        return RenderRequest.from_row(inserted), True
+        return request, True
     existing = (
         await conn.execute(
             select(*REQUEST_COLUMNS).where(R.c.dedupe_key == new.dedupe_key, R.c.status.in_(ACTIVE))
@@ -287,7 +297,7 @@ async def request_retry(
     db: Database, conn: AsyncConnection, request_id: int, deadline_at: datetime, now: datetime
 ) -> bool:
     """Make a failed or cancelled request pending again, with a fresh attempt budget and
-    deadline, its error and result cleared; False when it is not failed or cancelled.
+    deadline, its error, result and page are cleared; False when it is not failed or cancelled.
 
     Raises the database's unique violation when another active request holds its dedupe key
     (the caller checks first, under the admission lock).
@@ -314,6 +324,19 @@ async def request_retry(
     )
     if result.rowcount != 1:
         return False
+    await conn.execute(
+        update(P)
+        .where(P.c.request_id == request_id)
+        .values(
+            status=PAGE_PENDING,
+            attempt_id=None,
+            result=None,
+            artifact_key=None,
+            error_code=None,
+            error_message=None,
+            committed_at=None,
+        )
+    )
     wake_on_commit(db, conn, ENDED)
     return True
 
@@ -933,76 +956,6 @@ async def attempt_end(
         now=now,
         refund=refund,
     )
-
-
-async def result_commit(
-    db: Database,
-    conn: AsyncConnection,
-    attempt: RenderAttempt,
-    result: dict[str, Any],
-    artifact_key: str | None,
-    now: datetime,
-) -> None:
-    """Commit a succeeded attempt's result with one compare-and-set, or raise `ResultRefused`.
-
-    It applies only while the attempt still holds its slot under a lease that has not expired
-    (an expired lease that recovery has not reached yet counts as expired), and the request is
-    running, not cancelled and within its deadline. Raising rolls back the caller's transaction.
-    """
-    held = await conn.execute(
-        update(A)
-        .where(
-            A.c.id == attempt.id,
-            A.c.active_occupancy == 1,
-            A.c.status.in_(ACTIVE_ATTEMPT),
-            A.c.lease_expires_at > now,
-        )
-        .values(
-            active_occupancy=0,
-            status=AttemptState.SUCCEEDED.value,
-            last_receipt_status=AttemptState.SUCCEEDED.value,
-            finished_at=now,
-            updated_at=now,
-        )
-    )
-    if held.rowcount != 1:
-        current = (
-            await conn.execute(
-                select(A.c.status, A.c.active_occupancy, A.c.lease_expires_at).where(
-                    A.c.id == attempt.id
-                )
-            )
-        ).one()
-        if current.status == AttemptState.SUCCEEDED.value:
-            why = "its result was already committed"
-        elif not current.active_occupancy:
-            why = f"its slot was released ({current.status})"
-        else:
-            why = f"its lease expired at {current.lease_expires_at.isoformat()}"
-        raise ResultRefused(f"attempt {attempt.attempt_key}: {why}")
-    done = await conn.execute(
-        update(R)
-        .where(
-            R.c.id == attempt.request_id,
-            R.c.status == RequestStatus.RUNNING.value,
-            R.c.cancel_requested_at.is_(None),
-            R.c.deadline_at > now,
-        )
-        .values(
-            status=RequestStatus.SUCCEEDED.value,
-            result=result,
-            artifact_key=artifact_key,
-            error_code=None,
-            error_message=None,
-            finished_at=now,
-            updated_at=now,
-        )
-    )
-    if done.rowcount != 1:
-        raise ResultRefused(
-            f"request {attempt.request_id} was cancelled, passed its deadline or ended"
-        )
-    wake_on_commit(db, conn)
 
 
 async def attempts_recover_expired(

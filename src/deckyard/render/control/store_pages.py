@@ -1,11 +1,13 @@
-"""Statements on the pages of deck requests (`page_*`, `pages_*`): one row per page.
+"""Statements on the pages of render requests (`page_*`, `pages_*`): one row per page.
 
-A deck request renders every page of a deck version under one admission and one lease at a
-time. Each page's result is committed on its own row by `page_commit`, a compare-and-set that
+Every render request is a request of N pages: a deck's request renders every page of a deck
+version, any other request one page, under one admission and one lease at a time. Each page's
+result is committed on its own row by `page_commit`, a compare-and-set that
 applies only while the committing attempt still holds its slots under a live lease, the request
 is running, not cancelled and within its deadline, and the page is still pending: a late or
 duplicate result is refused, so a page is committed exactly once. The commit of the last
-pending page also ends the attempt and the request as succeeded.
+pending page also ends the attempt and the request (`_request_end`). This is the only commit
+of a render's result: there is no second path for a single picture.
 """
 
 from __future__ import annotations
@@ -13,12 +15,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from deckyard.db import Database
 from deckyard.render.control.models import (
     ACTIVE_ATTEMPT,
+    DECK_KIND,
     PAGE_COMMITTED,
     PAGE_PENDING,
     AttemptState,
@@ -32,18 +35,6 @@ from deckyard.render.control.store import ResultRefused, wake_on_commit
 A = render_attempts
 P = render_pages
 R = render_requests
-
-
-async def pages_insert(conn: AsyncConnection, request_id: int, count: int) -> None:
-    """Give a new deck request its `count` pending page rows (indices 0..count-1)."""
-    if count:
-        await conn.execute(
-            insert(P),
-            [
-                {"request_id": request_id, "page_index": i, "status": PAGE_PENDING}
-                for i in range(count)
-            ],
-        )
 
 
 async def pages_of_request(conn: AsyncConnection, request_id: int) -> list[RenderPage]:
@@ -81,8 +72,8 @@ async def page_commit(
     The attempt row is touched first under the same guards as `result_commit` (slot held,
     active, lease not expired): on PostgreSQL that row lock orders this commit against a
     concurrent release or recovery of the attempt; on SQLite the writer lock does. Returns True
-    when this was the deck's last pending page (the attempt and the request then ended as
-    succeeded in this transaction). Raising rolls back the caller's transaction.
+    when this was the request's last pending page (the attempt and the request then ended in
+    this transaction, as `_request_end` says). Raising rolls back the caller's transaction.
 
     The request is read, not locked, before the page is written: on PostgreSQL a cancel can
     commit after that read, so the statement that ends the request carries the same guards.
@@ -104,7 +95,7 @@ async def page_commit(
         raise ResultRefused(f"attempt {attempt.attempt_key}: its slots or lease are gone")
     live = (
         await conn.execute(
-            select(R.c.id).where(
+            select(R.c.kind).where(
                 R.c.id == attempt.request_id,
                 R.c.status == RequestStatus.RUNNING.value,
                 R.c.cancel_requested_at.is_(None),
@@ -144,20 +135,20 @@ async def page_commit(
     ).scalar_one()
     if left:
         return False
+    failed = live.kind != DECK_KIND and error_code is not None
     await conn.execute(
         update(A)
         .where(A.c.id == attempt.id, A.c.active_occupancy == 1)
         .values(
             active_occupancy=0,
-            status=AttemptState.SUCCEEDED.value,
+            status=(AttemptState.FAILED if failed else AttemptState.SUCCEEDED).value,
             last_receipt_status=AttemptState.SUCCEEDED.value,
+            error_code=error_code if failed else None,
+            error_message=(error_message or "")[:2000] or None if failed else None,
             finished_at=now,
             updated_at=now,
         )
     )
-    pages = (
-        await conn.execute(select(func.count()).where(P.c.request_id == attempt.request_id))
-    ).scalar_one()
     ended = await conn.execute(
         update(R)
         .where(
@@ -167,10 +158,9 @@ async def page_commit(
             R.c.deadline_at > now,
         )
         .values(
-            status=RequestStatus.SUCCEEDED.value,
-            result={"pages": int(pages)},
-            error_code=None,
-            error_message=None,
+            **await _request_end(conn, attempt, live.kind, result, artifact_key, failed),
+            error_code=error_code if failed else None,
+            error_message=(error_message or "")[:2000] or None if failed else None,
             finished_at=now,
             updated_at=now,
         )
@@ -181,3 +171,32 @@ async def page_commit(
         )
     wake_on_commit(db, conn)
     return True
+
+
+async def _request_end(
+    conn: AsyncConnection,
+    attempt: RenderAttempt,
+    kind: str,
+    result: dict[str, Any] | None,
+    artifact_key: str | None,
+    failed: bool,
+) -> dict[str, Any]:
+    """What a request's row says once its last page is committed.
+
+    A deck's result is its page count (each page's result is on its row). A request of one
+    page for anything else ends as that page did: succeeded with the page's result and
+    artefact, or failed with the code its content failed with (not retried: it would fail
+    the same way again).
+    """
+    if kind == DECK_KIND:
+        pages = (
+            await conn.execute(select(func.count()).where(P.c.request_id == attempt.request_id))
+        ).scalar_one()
+        return {"status": RequestStatus.SUCCEEDED.value, "result": {"pages": int(pages)}}
+    if failed:
+        return {"status": RequestStatus.FAILED.value, "result": None, "artifact_key": None}
+    return {
+        "status": RequestStatus.SUCCEEDED.value,
+        "result": None if result is None else {"request_id": attempt.request_id, **result},
+        "artifact_key": artifact_key,
+    }

@@ -305,8 +305,8 @@ class Settings(BaseSettings):
         4 * 1024 * 1024,
         ge=0,
         description="Artefact bytes a `GET /v1/changes?receipts=1` answer carries inline (the "
-        "results of attempts that just ended, committed without a receipt or artefact round "
-        "trip); larger ones are downloaded as before.",
+        "pages that just finished, each once, committed without an artefact round trip); "
+        "larger ones are downloaded as before.",
     )
     renderer_inline_extract_min_bytes: int = Field(
         32 * 1024,

@@ -44,7 +44,7 @@ SIGNATURE_HEADER = "X-Deckyard-Signature"
 TIMESTAMP_HEADER = "X-Deckyard-Timestamp"
 """Unix seconds the signature was made at, checked against a clock-skew window."""
 ARTIFACT_SHA256_HEADER = "X-Deckyard-Artifact-Sha256"
-"""SHA-256 of an artefact body, sent with `GET /v1/attempts/{id}/artifact`."""
+"""SHA-256 of an artefact body, sent with `GET /v1/attempts/{id}/pages/{index}/artifact`."""
 ARTIFACT_SIZE_HEADER = "X-Deckyard-Artifact-Size"
 """Byte size of an artefact body."""
 ATTEMPT_ID_HEADER = "X-Deckyard-Attempt-Id"
@@ -141,7 +141,7 @@ class RenderInput(BaseModel):
     capture: bool = Field(
         True,
         description="False: load, settle and inspect the page only, for its diagnostics (a "
-        "validation that keeps no picture); the attempt succeeds without an artefact and "
+        "validation that keeps no picture); the page succeeds without an artefact and "
         "`format` is not used.",
     )
 
@@ -178,12 +178,6 @@ class RenderInput(BaseModel):
         return hashlib.sha256(self.model_dump_json().encode("utf-8")).hexdigest()
 
 
-class AttemptRequest(RenderInput):
-    """`POST /v1/attempts`: a render under a caller-chosen attempt id."""
-
-    attempt_id: str = Field(pattern=ATTEMPT_ID_PATTERN)
-
-
 class DeckPage(RenderInput):
     """One page of a deck attempt: its render and its index in the deck."""
 
@@ -191,10 +185,12 @@ class DeckPage(RenderInput):
 
 
 class DeckAttemptRequest(BaseModel):
-    """`POST /v1/deck-attempts`: render many pages under one attempt id, `parallel` at a time.
+    """`POST /v1/deck-attempts`: render pages under one attempt id, `parallel` at a time.
 
+    The renderer's only unit of work: a single render is a deck attempt of one page (index 0).
     Every page has its own `timeout_seconds`; `deadline_seconds` bounds the whole attempt. A
-    page's result shows up in the attempt's receipt (`pages`) as soon as that page is done.
+    page's result shows up in the attempt's receipt (`pages`) as soon as that page is done; a
+    page with `capture` false succeeds with its diagnostics and no artefact.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -208,8 +204,6 @@ class DeckAttemptRequest(BaseModel):
     def _distinct(self) -> DeckAttemptRequest:
         if len({p.index for p in self.pages}) != len(self.pages):
             raise ValueError("pages: every index once")
-        if not all(p.capture for p in self.pages):
-            raise ValueError("pages: every page of a deck attempt is captured")
         return self
 
     def fingerprint(self) -> str:
@@ -291,7 +285,8 @@ class ArtifactInfo(BaseModel):
 
 
 class PageReceipt(BaseModel):
-    """One finished page of a deck attempt: its artefact, or why it has none."""
+    """One finished page of an attempt: its artefact, or why it has none (a page that
+    succeeded without one did not ask for a picture: `capture` false)."""
 
     index: int
     status: AttemptStatus
@@ -304,7 +299,14 @@ class PageReceipt(BaseModel):
 
 
 class Receipt(BaseModel):
-    """An attempt's state as the renderer knows it now (`pages`: a deck attempt's done pages)."""
+    """An attempt's state as the renderer knows it now; `pages` lists its finished pages.
+
+    A renderer no longer fills `diagnostics` and `artifact` (always None: every attempt is a
+    deck attempt, whose pages carry their own); they stay while the control plane still reads
+    them. An attempt whose pages all got a verdict succeeds even if a page failed on its
+    content: the attempt's `error_code` is a page's infrastructure failure or what stopped it
+    (its deadline, a cancel, a drain).
+    """
 
     attempt_id: str
     status: AttemptStatus
@@ -327,10 +329,13 @@ class ChangesAnswer(BaseModel):
     """`GET /v1/changes`: the count of attempt endings, busy slots, epoch, and with
     `receipts=1` the receipts of the attempts that ended past `after`.
 
-    `complete` says `receipts` holds every attempt that ended past `after` (the renderer keeps
-    the last few hundred endings; `after=-1` gets none). `artifacts` carries the artefacts of
-    succeeded single attempts among them, base64, up to `renderer_changes_inline_max_bytes` in
-    all: the control plane commits those results without a receipt or artefact round trip.
+    An attempt "ended" here when it ended or finished a page, so `receipts` holds live
+    attempts too, each listing the pages it has finished. `complete` says `receipts` holds every
+    attempt that ended past `after` (the renderer keeps the last few hundred endings;
+    `after=-1` gets none). `artifacts` carries the artefacts of succeeded pages among them,
+    base64, keyed `"{attempt_id}/{index}"` (an attempt id has no slash), each page's once (the
+    first answer it fits in), up to `renderer_changes_inline_max_bytes` in all: the control
+    plane commits those pages without an artefact round trip.
     """
 
     changes: int

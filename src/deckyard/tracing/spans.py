@@ -284,16 +284,20 @@ def capture_span(
 
 
 def _note_receipt(current: trace.Span, receipt: Mapping[str, Any]) -> None:
-    artifact = receipt.get("artifact") or {}
+    """The attempt's outcome on its capture span; the artefacts are its pages' (their total
+    size, and their format when they share one), as every attempt is a deck of pages."""
     pages = receipt.get("pages")
+    made = [receipt.get("artifact"), *(p.get("artifact") for p in pages or [])]
+    artifacts = [a for a in made if a]
+    formats = {a.get("format") for a in artifacts}
     annotate_span(
         current,
         {
             ATTEMPT_STATUS: receipt.get("status"),
             SLOT: receipt.get("slot"),
             ERROR_CODE: receipt.get("error_code"),
-            ARTIFACT_SIZE: artifact.get("size"),
-            ARTIFACT_FORMAT: artifact.get("format"),
+            ARTIFACT_SIZE: sum(a.get("size") or 0 for a in artifacts) if artifacts else None,
+            ARTIFACT_FORMAT: formats.pop() if len(formats) == 1 else None,
             PAGES: len(pages) if pages is not None else None,
         },
     )

@@ -12,7 +12,6 @@ from deckyard.config import Settings
 from deckyard.render.protocol import (
     SIGNATURE_HEADER,
     TIMESTAMP_HEADER,
-    AttemptRequest,
     DeckAttemptRequest,
     ErrorKind,
     HmacAuth,
@@ -37,13 +36,14 @@ def test_defaults_are_a_full_hd_png() -> None:
     assert render.capture is True
 
 
-def test_a_deck_attempt_captures_every_page() -> None:
+def test_a_deck_attempt_may_have_pages_without_a_capture() -> None:
     page = {"document": "<p>x</p>", "index": 0}
-    DeckAttemptRequest.model_validate({"attempt_id": "a1", "pages": [page]})
-    with pytest.raises(ValidationError, match="every page of a deck attempt is captured"):
-        DeckAttemptRequest.model_validate(
-            {"attempt_id": "a1", "pages": [{**page, "capture": False}]}
-        )
+    deck = DeckAttemptRequest.model_validate(
+        {"attempt_id": "a1", "pages": [{**page, "capture": False}, {**page, "index": 1}]}
+    )
+    assert [p.capture for p in deck.pages] == [False, True]
+    with pytest.raises(ValidationError, match="every index once"):
+        DeckAttemptRequest.model_validate({"attempt_id": "a1", "pages": [page, page]})
 
 
 @pytest.mark.parametrize(
@@ -78,10 +78,12 @@ def test_invalid_shapes_are_rejected(fields: dict[str, object]) -> None:
 
 
 def test_attempt_ids_are_safe_file_names() -> None:
-    AttemptRequest.model_validate({"attempt_id": "job-1.attempt:2", "document": "x"})
+    pages = [{"index": 0, "document": "x"}]
+    DeckAttemptRequest.model_validate({"attempt_id": "job-1.attempt:2", "pages": pages})
+    # no slash either: a change answer keys a page's inline artefact `attempt_id/index`
     for bad in ("../etc", "", "a/b", "x" * 200):
         with pytest.raises(ValidationError):
-            AttemptRequest.model_validate({"attempt_id": bad, "document": "x"})
+            DeckAttemptRequest.model_validate({"attempt_id": bad, "pages": pages})
 
 
 def test_fingerprint_tells_inputs_apart() -> None:
@@ -122,20 +124,20 @@ def verify(request: httpx.Request, clock: FakeClock, secret: str = SECRET) -> ob
 
 def test_signed_request_verifies() -> None:
     clock = FakeClock()
-    request = signed("POST", "http://r/v1/attempts?x=1", b'{"a":1}', clock)
+    request = signed("POST", "http://r/v1/deck-attempts?x=1", b'{"a":1}', clock)
     assert verify(request, clock) is None
 
 
 def test_body_path_query_and_method_are_covered() -> None:
     clock = FakeClock()
-    request = signed("POST", "http://r/v1/attempts?x=1", b'{"a":1}', clock)
+    request = signed("POST", "http://r/v1/deck-attempts?x=1", b'{"a":1}', clock)
     verifier = SignatureVerifier(SECRET, 300, clock)
     headers = dict(request.headers)
     for method, target, body in (
-        ("POST", b"/v1/attempts?x=1", b'{"a":2}'),
-        ("POST", b"/v1/attempts?x=2", b'{"a":1}'),
+        ("POST", b"/v1/deck-attempts?x=1", b'{"a":2}'),
+        ("POST", b"/v1/deck-attempts?x=2", b'{"a":1}'),
         ("POST", b"/v1/render?x=1", b'{"a":1}'),
-        ("PUT", b"/v1/attempts?x=1", b'{"a":1}'),
+        ("PUT", b"/v1/deck-attempts?x=1", b'{"a":1}'),
     ):
         assert verifier.verify(method, target, headers, body) is SignatureProblem.MISMATCH
 

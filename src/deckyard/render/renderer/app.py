@@ -47,11 +47,11 @@ from deckyard.render.protocol import (
     ATTEMPT_ID_HEADER,
     IMAGE_FORMATS,
     ArtifactInfo,
-    AttemptRequest,
     AttemptStatus,
     Capabilities,
     ChangesAnswer,
     DeckAttemptRequest,
+    DeckPage,
     Receipt,
     RenderErrorCode,
     RenderInput,
@@ -66,6 +66,7 @@ from deckyard.render.renderer.registry import (
     AttemptRegistry,
     DocumentCache,
     NoFreeSlotError,
+    PageState,
 )
 from deckyard.render.renderer.ssrf import UrlGuard
 
@@ -290,9 +291,9 @@ def create_app(runtime: RendererRuntime) -> FastAPI:
         message = f"{field}: {len(keys)} document(s) not held here; send them by value"
         return ApiError(422, RenderErrorCode.DOCUMENT_UNKNOWN, message, field, missing=keys)
 
-    async def parse(body: bytes, model: type[RenderInput]) -> RenderInput:
+    async def parse(body: bytes) -> RenderInput:
         try:
-            render = model.model_validate_json(body or b"{}")
+            render = RenderInput.model_validate_json(body or b"{}")
         except ValidationError as exc:
             first = exc.errors()[0]
             field = _field_name(first["loc"])
@@ -339,12 +340,9 @@ def create_app(runtime: RendererRuntime) -> FastAPI:
                     raise ApiError(422, verdict.code, f"{field}: {verdict.reason}", field)
         return deck
 
-    def admit(attempt_id: str, render: RenderInput | DeckAttemptRequest) -> tuple[Receipt, bool]:
+    def admit(deck: DeckAttemptRequest) -> tuple[Receipt, bool]:
         try:
-            if isinstance(render, DeckAttemptRequest):
-                attempt, created = registry.submit_deck(render)
-            else:
-                attempt, created = registry.submit(attempt_id, render)
+            attempt, created = registry.submit_deck(deck)
         except NoFreeSlotError:
             retry = runtime.settings.renderer_retry_after_seconds
             draining = runtime.drain.draining
@@ -358,19 +356,18 @@ def create_app(runtime: RendererRuntime) -> FastAPI:
             raise ApiError(
                 409,
                 RenderErrorCode.ATTEMPT_CONFLICT,
-                f"attempt {attempt_id} exists with a different input",
+                f"attempt {deck.attempt_id} exists with a different input",
                 "attempt_id",
             ) from None
         return registry.receipt(attempt.attempt_id), created
 
-    def traced_admit(
-        request: Request, attempt_id: str, render: RenderInput | DeckAttemptRequest
-    ) -> tuple[Receipt, bool]:
+    def traced_admit(request: Request, deck: DeckAttemptRequest) -> tuple[Receipt, bool]:
         """`admit` in a `renderer.capture` span continuing the caller's `traceparent`; the
         attempt's task starts inside it, and the span ends when that task does."""
+        attempt_id = deck.attempt_id
         ids = (request.headers, attempt_id, runtime.renderer_id, runtime.epoch)
         with tracing.capture_span(*ids) as capture:
-            receipt, created = admit(attempt_id, render)
+            receipt, created = admit(deck)
             attempt = registry.get(attempt_id) if created else None
             task = attempt.task if attempt is not None else None
             capture.follow(task, lambda: registry.receipt(attempt_id).model_dump())
@@ -403,36 +400,17 @@ def create_app(runtime: RendererRuntime) -> FastAPI:
             runtime.drain.release()
         return runtime.drain.status()
 
-    @app.post("/v1/attempts")
-    async def submit_attempt(body: Signed, request: Request) -> JSONResponse:
-        render = await parse(body, AttemptRequest)
-        assert isinstance(render, AttemptRequest)
-        count = registry.changes.count
-        receipt, created = traced_admit(
-            request, render.attempt_id, RenderInput(**render.model_dump(exclude={"attempt_id"}))
-        )
-        receipt.changes = count if created else None
-        return JSONResponse(receipt.model_dump(mode="json"), status_code=202 if created else 200)
-
     @app.post("/v1/deck-attempts")
     async def submit_deck_attempt(body: Signed, request: Request) -> JSONResponse:
         deck = await parse_deck(body)
         count = registry.changes.count
-        receipt, created = traced_admit(request, deck.attempt_id, deck)
+        receipt, created = traced_admit(request, deck)
         receipt.changes = count if created else None
         return JSONResponse(receipt.model_dump(mode="json"), status_code=202 if created else 200)
 
     @app.get("/v1/attempts/{attempt_id}/pages/{index}/artifact")
     async def page_artifact(_body: Signed, attempt_id: str, index: int) -> Response:
-        page = registry.page_artifact(attempt_id, index)
-        visit = page.visit if page is not None else None
-        if visit is None or visit.artifact is None or visit.artifact_path is None:
-            raise ApiError(
-                404, RenderErrorCode.RESULT_LOST, f"no artefact for {attempt_id} page {index}"
-            )
-        answer = _file_response(visit.artifact, visit.artifact_path, attempt_id)
-        registry.artifact_served(attempt_id, index)
-        return answer
+        return _page_response(runtime, attempt_id, index)
 
     @app.get("/v1/attempts")
     async def batch_receipts(
@@ -469,68 +447,92 @@ def create_app(runtime: RendererRuntime) -> FastAPI:
     async def one_receipt(_body: Signed, attempt_id: str) -> dict[str, Any]:
         return registry.receipt(attempt_id).model_dump(mode="json")
 
-    @app.get("/v1/attempts/{attempt_id}/artifact")
-    async def artifact(_body: Signed, attempt_id: str) -> Response:
-        return _artifact_response(runtime, attempt_id)
-
     @app.delete("/v1/attempts/{attempt_id}")
     async def cancel(_body: Signed, attempt_id: str) -> dict[str, Any]:
         return (await registry.cancel(attempt_id)).model_dump(mode="json")
 
     @app.post("/v1/render")
     async def render_now(body: Signed, request: Request) -> Response:
-        render = await parse(body, RenderInput)
+        render = await parse(body)
         attempt_id = f"sync-{uuid.uuid4().hex}"
-        traced_admit(request, attempt_id, render)
+        page = DeckPage.model_validate({**render.model_dump(), "index": 0})
+        traced_admit(request, DeckAttemptRequest(attempt_id=attempt_id, pages=[page]))
         receipt = await registry.wait(attempt_id)
-        if receipt.status is AttemptStatus.SUCCEEDED:
-            return _artifact_response(runtime, attempt_id)
-        status = 504 if receipt.error_code == RenderErrorCode.DEADLINE_EXCEEDED else 502
-        if receipt.error_kind == "content":
-            status = 422
-        return JSONResponse(
-            {
-                "error": receipt.error_code,
-                "message": receipt.message,
-                "receipt": receipt.model_dump(mode="json"),
-            },
-            status_code=status,
-            headers={ATTEMPT_ID_HEADER: attempt_id},
-        )
+        return _sync_answer(runtime, receipt)
 
     return app
 
 
+def _sync_answer(runtime: RendererRuntime, receipt: Receipt) -> Response:
+    """What `POST /v1/render` answers once its one-page attempt ended: page 0's artefact, or
+    the error that page (or, when it never finished, the attempt) ended with."""
+    attempt_id = receipt.attempt_id
+    page = next(iter(receipt.pages or []), None)
+    if page is not None and page.status is AttemptStatus.SUCCEEDED:
+        return _page_response(runtime, attempt_id, page.index)
+    failed = page if page is not None else receipt
+    status = 504 if failed.error_code == RenderErrorCode.DEADLINE_EXCEEDED else 502
+    if failed.error_kind == "content":
+        status = 422
+    return JSONResponse(
+        {
+            "error": failed.error_code,
+            "message": failed.message,
+            "receipt": receipt.model_dump(mode="json"),
+        },
+        status_code=status,
+        headers={ATTEMPT_ID_HEADER: attempt_id},
+    )
+
+
 def _add_endings(runtime: RendererRuntime, answer: ChangesAnswer, after: int) -> None:
-    """Put the receipts of attempts that ended past `after` into a change answer, with the
-    artefacts of succeeded single attempts inline while they fit the answer's budget."""
+    """Put the receipts of attempts that ended or finished a page past `after` into a change
+    answer, with the artefacts of their succeeded pages inline while they fit its budget."""
     registry = runtime.registry
     ids, answer.complete = registry.changes.ended_since(after)
     budget = runtime.settings.renderer_changes_inline_max_bytes
     for attempt_id in ids:
         answer.receipts.append(registry.receipt(attempt_id))
         attempt = registry.get(attempt_id)
-        if attempt is None or attempt.artifact is None or attempt.artifact_path is None:
-            continue
-        if attempt.status is not AttemptStatus.SUCCEEDED or attempt.artifact.size > budget:
-            continue
-        try:
-            data = attempt.artifact_path.read_bytes()
-        except OSError:
-            continue
-        budget -= len(data)
-        answer.artifacts[attempt_id] = base64.b64encode(data).decode("ascii")
-        registry.artifact_served(attempt_id)
+        for page in attempt.pages.values() if attempt is not None else ():
+            budget -= _inline(runtime, answer, attempt_id, page, budget)
 
 
-def _artifact_response(runtime: RendererRuntime, attempt_id: str) -> Response:
-    attempt = runtime.registry.get(attempt_id)
-    if attempt is None or (attempt.status.terminal and attempt.artifact is None):
-        raise ApiError(404, RenderErrorCode.RESULT_LOST, f"no artefact for {attempt_id}")
-    if attempt.artifact is None or attempt.artifact_path is None:
-        raise ApiError(409, RenderErrorCode.RESULT_LOST, f"attempt {attempt_id} has not finished")
-    answer = _file_response(attempt.artifact, attempt.artifact_path, attempt_id)
-    runtime.registry.artifact_served(attempt_id)
+def _inline(
+    runtime: RendererRuntime, answer: ChangesAnswer, attempt_id: str, page: PageState, budget: int
+) -> int:
+    """Put one succeeded page's artefact into `answer.artifacts` (key `attempt_id/index`) if
+    it was not sent inline before and fits `budget`; the bytes it took (0 if none).
+
+    A page goes inline once: the control plane commits it from the first answer that carries
+    it, and a later answer (a long-poll from an older count) would only repeat megabytes.
+    """
+    stored = page.artifact
+    if page.status is not AttemptStatus.SUCCEEDED or page.sent_inline or stored is None:
+        return 0
+    info, path = stored
+    if info.size > budget:
+        return 0
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return 0
+    page.sent_inline = True
+    answer.artifacts[f"{attempt_id}/{page.index}"] = base64.b64encode(data).decode("ascii")
+    runtime.registry.artifact_served(attempt_id, page.index)
+    return len(data)
+
+
+def _page_response(runtime: RendererRuntime, attempt_id: str, index: int) -> Response:
+    """A finished page's artefact, noted as served; 404 `RENDER_RESULT_LOST` without one."""
+    page = runtime.registry.page_artifact(attempt_id, index)
+    stored = page.artifact if page is not None else None
+    if stored is None:
+        raise ApiError(
+            404, RenderErrorCode.RESULT_LOST, f"no artefact for {attempt_id} page {index}"
+        )
+    answer = _file_response(*stored, attempt_id)
+    runtime.registry.artifact_served(attempt_id, index)
     return answer
 
 

@@ -1,18 +1,21 @@
 """The attempt registry (slots, each attempt's lifecycle, cancel, receipts) and documents by key.
 
-An attempt takes a free slot at admission (no queue: a full renderer answers 429), runs under its
-own deadline, and always passes through `cleaning` (temp directory removed, slot freed; a URL
-render's context and proxy closed; a document render's tab handed back for a background reset
-after a success, closed after anything else) before its terminal status. Terminal attempts and
-their artefacts are kept for `renderer_artifact_ttl_seconds`, then swept; after that the renderer
-answers `unknown`.
+An attempt renders N pages (a single render is an attempt of one page, index 0: there is no
+other shape). It takes up to `parallel` free slots at admission (no queue: a full renderer
+answers 429) and runs under its own deadline, each page under its own timeout; every page is
+cleaned up (temp directory removed; a URL render's context and proxy closed; a document render's
+tab carried to the slot's next page, handed back for a reset or kept for its tenant after a
+success, closed after anything else) before it is reported, and every slot is given back before
+the attempt's terminal status. Terminal attempts and their artefacts are kept for
+`renderer_artifact_ttl_seconds`, then swept; after that the renderer answers `unknown`.
 
-`ChangeFeed` counts attempt endings for `GET /v1/changes?after=N&wait=S`, which answers as soon
-as the count passes `N` (or after `S` seconds, capped by `renderer_changes_max_wait_seconds`):
-the control plane keeps one such long-poll open per renderer while it has attempts there. The
-feed remembers which attempts the last few hundred endings belong to, so that answer can carry
-their receipts (and small artefacts inline, `app.py`). Nothing is stored: the count starts at 0
-with each epoch.
+`ChangeFeed` counts endings (each finished page, and each attempt's end) for
+`GET /v1/changes?after=N&wait=S`, which answers as soon as the count passes `N` (or after `S`
+seconds, capped by `renderer_changes_max_wait_seconds`): the control plane keeps one such
+long-poll open per renderer while it has attempts there. The feed remembers which attempts the
+last few hundred endings belong to, so that answer can carry their receipts (and their finished
+pages' small artefacts inline, `app.py`). Nothing is stored: the count starts at 0 with each
+epoch.
 
 `DocumentCache` holds the documents renders name by key: the control plane sends a render's
 document as its SHA-256 (`document_key`). A renderer that holds it renders at once; one that does
@@ -70,10 +73,11 @@ from deckyard.render.renderer.ssrf import UrlGuard
 
 
 class ChangeFeed:
-    """Counts attempt endings; `wait_past` blocks until the count moves past what was seen.
+    """Counts endings; `wait_past` blocks until the count moves past what was seen.
 
-    The last `keep` endings are remembered with the attempt each belongs to (a deck attempt's
-    pages count one each), so an answer can say which attempts ended since `seen`.
+    The last `keep` endings are remembered with the attempt each belongs to (each finished page
+    counts one, and so does the attempt's end), so an answer can say which attempts ended or
+    finished a page since `seen`.
     """
 
     def __init__(self, keep: int = 256) -> None:
@@ -187,6 +191,16 @@ class PageState:
     status: AttemptStatus = AttemptStatus.ACCEPTED
     visit: Visit | None = None
     artifact_served: bool = False
+    sent_inline: bool = False
+    """Its bytes went out in a change answer (`app.py`); they go inline once, not per answer."""
+
+    @property
+    def artifact(self) -> tuple[ArtifactInfo, Path] | None:
+        """The page's stored artefact and its file, once it succeeded with one."""
+        visit = self.visit
+        if visit is None or visit.artifact is None or visit.artifact_path is None:
+            return None
+        return visit.artifact, visit.artifact_path
 
     def receipt(self) -> PageReceipt:
         """The page's part of its attempt's receipt."""
@@ -205,7 +219,7 @@ class PageState:
 
 
 def leaves_tab_to(render: RenderInput, tab: DocumentTab, settings: Settings) -> str | None:
-    """The tenant a successful single render may leave its tab to without a reset, or None.
+    """The tenant a successful render may leave its tab to without a reset, or None.
 
     Only a document that runs no script (nothing can have left timers, globals, storage,
     cookies, popups or history behind; the next `set_content` replaces the whole document)
@@ -218,6 +232,10 @@ def leaves_tab_to(render: RenderInput, tab: DocumentTab, settings: Settings) -> 
     return None if tab.scripted else render.tenant
 
 
+_FRESH = object()
+"""`DeckTab.leave_to` before the tab served a page."""
+
+
 @dataclass
 class DeckTab:
     """The tab a deck slot carries from one page to the next, while that is safe.
@@ -225,51 +243,63 @@ class DeckTab:
     A tab is kept after a successful page whose document runs no script (no script can have
     left timers, globals, storage, cookies, popups or history behind; the next page's
     `set_content` replaces the whole document) and while it has served fewer than
-    `reuse_limit` renders; anything else goes back to the pool for its reset.
+    `reuse_limit` renders; anything else goes back to the pool for its reset. When the slot is
+    done, the tab it still carries goes back kept for its tenant (`leaves_tab_to`) if every
+    page it served allowed that for the same tenant: a one-page attempt of a tenant leaves
+    its tab to that tenant's next one, as a render between two renders of the deck would.
     """
 
     reuse_limit: int
     tab: DocumentTab | None = None
+    leave_to: object = _FRESH
 
     def take(self) -> DocumentTab | None:
         """The kept tab, now in use again (or none)."""
         tab, self.tab = self.tab, None
         return tab
 
-    def keep(self, tab: DocumentTab) -> bool:
-        """Keep `tab` for the next page if its last page left it clean; see the class docstring."""
+    def keep(self, tab: DocumentTab, tenant: str | None) -> bool:
+        """Keep `tab` for the next page if its last page left it clean; see the class docstring.
+
+        `tenant` is what that page alone would leave the tab to (`leaves_tab_to`).
+        """
         if tab.uses >= self.reuse_limit or tab.scripted:
+            self.leave_to = _FRESH
             return False
+        self.leave_to = tenant if self.leave_to in (_FRESH, tenant) else None
         self.tab = tab
         return True
+
+    def give_back(self, tabs: TabPool) -> None:
+        """Hand the carried tab (if any) back to the pool when the slot is done."""
+        tab = self.take()
+        if tab is not None:
+            keep_for = self.leave_to if isinstance(self.leave_to, str) else None
+            tabs.give_back(tab, keep_for)
+        self.leave_to = _FRESH
 
 
 @dataclass
 class Attempt:
-    """One attempt's state; mutated only by the registry.
+    """One attempt's state (its pages and their outcomes); mutated only by the registry.
 
-    A deck attempt has `pages` (and no `render`) and may hold `extra_slots` besides `slot`.
+    It holds `slot` and may hold `extra_slots` besides, one per page rendered at a time.
     """
 
     attempt_id: str
-    render: RenderInput | None
     fingerprint: str
     slot: int
+    pages: dict[int, PageState]
     status: AttemptStatus = AttemptStatus.ACCEPTED
     error_code: RenderErrorCode | None = None
     message: str | None = None
-    diagnostics: Diagnostics | None = None
-    artifact: ArtifactInfo | None = None
-    artifact_path: Path | None = None
     finished_at: float | None = None
     cancel_requested: bool = False
     task: asyncio.Task[None] | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event)
-    pages: dict[int, PageState] | None = None
     extra_slots: list[int] = field(default_factory=list)
     deadline_seconds: float | None = None
     receipt_served: bool = False
-    artifact_served: bool = False
 
     @property
     def slots(self) -> list[int]:
@@ -282,10 +312,9 @@ class Attempt:
         served (a cancelled one needs nobody); a draining renderer waits for this."""
         if self.status is AttemptStatus.CANCELLED:
             return True
-        if not self.receipt_served or (self.artifact is not None and not self.artifact_served):
+        if not self.receipt_served:
             return False
-        pages = (self.pages or {}).values()
-        return all(p.artifact_served or p.visit is None or p.visit.artifact is None for p in pages)
+        return all(p.artifact_served or p.artifact is None for p in self.pages.values())
 
 
 class AttemptRegistry:
@@ -334,22 +363,6 @@ class AttemptRegistry:
         """The attempt with this id, if the renderer still knows it."""
         return self._attempts.get(attempt_id)
 
-    def submit(self, attempt_id: str, render: RenderInput) -> tuple[Attempt, bool]:
-        """Admit an attempt, or return the existing one with the same id and input."""
-        fingerprint = render.fingerprint()
-        existing = self._attempts.get(attempt_id)
-        if existing is not None:
-            if existing.fingerprint != fingerprint:
-                raise AttemptConflictError(attempt_id)
-            return existing, False
-        if self._stopping or self.draining or not self._free:
-            raise NoFreeSlotError(attempt_id)
-        self._free.sort()
-        attempt = Attempt(attempt_id, render, fingerprint, self._free.pop(0))
-        self._attempts[attempt_id] = attempt
-        attempt.task = asyncio.create_task(self._run(attempt), name=f"attempt {attempt_id}")
-        return attempt, True
-
     def submit_deck(self, deck: DeckAttemptRequest) -> tuple[Attempt, bool]:
         """Admit a deck attempt on up to `deck.parallel` free slots (at least one)."""
         fingerprint = deck.fingerprint()
@@ -369,10 +382,9 @@ class AttemptRegistry:
         }
         attempt = Attempt(
             deck.attempt_id,
-            None,
             fingerprint,
             slots[0],
-            pages=pages,
+            pages,
             extra_slots=slots[1:],
             deadline_seconds=deck.deadline_seconds,
         )
@@ -388,9 +400,9 @@ class AttemptRegistry:
         Each slot renders its pages in one tab (`DeckTab`): a page whose document runs no
         script leaves nothing behind but its content, so the next page of the same deck is
         written over it without the reset (a navigation and the storage clears) that costs
-        about as much as the render itself. The tab resets as usual when the slot is done.
+        about as much as the render itself. When the slot is done its tab goes back to the
+        pool, for a reset or kept for the pages' tenant (`DeckTab.give_back`).
         """
-        assert attempt.pages is not None
         attempt.status = AttemptStatus.RUNNING
         queue = list(attempt.pages.values())
         queue.reverse()
@@ -401,10 +413,10 @@ class AttemptRegistry:
                 f"{attempt.attempt_id}.p{state.index}",
                 state.render,
                 attempt,
-                reraise=True,
-                carry=carry,
+                carry,
             )
             state.visit = visit
+            # A page that asked for no picture (`capture` false) succeeds with its diagnostics.
             state.status = AttemptStatus.SUCCEEDED if visit.code is None else AttemptStatus.FAILED
             self.changes.bump(attempt.attempt_id)
 
@@ -414,8 +426,7 @@ class AttemptRegistry:
                 while queue and not self.draining:
                     await page(queue.pop(), carry)
             finally:
-                if carry.tab is not None:
-                    self._tabs.give_back(carry.tab)
+                carry.give_back(self._tabs)
 
         code: RenderErrorCode | None = None
         message: str | None = None
@@ -461,11 +472,9 @@ class AttemptRegistry:
         self._finish(attempt)
 
     def page_artifact(self, attempt_id: str, index: int) -> PageState | None:
-        """A finished page of a deck attempt, if the renderer still knows it."""
+        """A page of an attempt, if the renderer still knows it."""
         attempt = self._attempts.get(attempt_id)
-        if attempt is None or attempt.pages is None:
-            return None
-        return attempt.pages.get(index)
+        return attempt.pages.get(index) if attempt is not None else None
 
     def receipt(self, attempt_id: str) -> Receipt:
         """The attempt's receipt; `unknown` when the renderer does not know the id."""
@@ -491,11 +500,7 @@ class AttemptRegistry:
             error_kind=error_kind(code) if code else None,
             retryable=is_retryable(code) if code else None,
             message=attempt.message,
-            diagnostics=attempt.diagnostics,
-            artifact=attempt.artifact,
-            pages=None
-            if attempt.pages is None
-            else [p.receipt() for p in attempt.pages.values() if p.status.terminal],
+            pages=[p.receipt() for p in attempt.pages.values() if p.status.terminal],
         )
 
     async def cancel(self, attempt_id: str) -> Receipt:
@@ -544,30 +549,12 @@ class AttemptRegistry:
                     await handle.gone.wait()
         return handle.gone.is_set() or "crash" in text
 
-    async def _run(self, attempt: Attempt) -> None:
-        assert attempt.render is not None
-        attempt.status = AttemptStatus.RUNNING
-        visit = await self._visit(attempt.attempt_id, attempt.render, attempt)
-        attempt.diagnostics = visit.diagnostics
-        attempt.artifact, attempt.artifact_path = visit.artifact, visit.artifact_path
-        attempt.error_code, attempt.message = visit.code, visit.message
-        if visit.code is None:
-            attempt.status = AttemptStatus.SUCCEEDED
-        elif visit.code is RenderErrorCode.CANCELLED:
-            attempt.status = AttemptStatus.CANCELLED
-        else:
-            attempt.status = AttemptStatus.FAILED
-        self._finish(attempt)
-
-    def artifact_served(self, attempt_id: str, index: int | None = None) -> None:
-        """Note that an attempt's artefact (or one deck page's) was sent to a client."""
+    def artifact_served(self, attempt_id: str, index: int) -> None:
+        """Note that one page's artefact was sent to a client (on its own, or inline)."""
         attempt = self._attempts.get(attempt_id)
-        if attempt is None:
+        if attempt is None or index not in attempt.pages:
             return
-        if index is None:
-            attempt.artifact_served = True
-        elif attempt.pages is not None and index in attempt.pages:
-            attempt.pages[index].artifact_served = True
+        attempt.pages[index].artifact_served = True
         self.on_collected()
 
     @property
@@ -611,15 +598,13 @@ class AttemptRegistry:
         name: str,
         render: RenderInput,
         attempt: Attempt,
-        *,
-        reraise: bool = False,
-        carry: DeckTab | None = None,
+        carry: DeckTab,
     ) -> Visit:
-        """One browser visit of `render`: capture, store the artefact as `name`, clean up.
+        """One browser visit of one page's `render`: capture, store the artefact as `name`,
+        clean up.
 
-        A cancellation ends the visit as cancelled (or stopped), after cleanup; with `reraise`
-        (a page of a deck attempt) it is raised again after cleanup instead. With `carry` (a
-        deck slot) the tab the slot's last page left is used, and this one's is kept for the
+        A cancellation is raised again once the page is cleaned up: the attempt reports it.
+        The tab the slot's last page left (`carry`) is used, and this one's is kept for the
         next page when `DeckTab.keep` allows.
         """
         settings = self._settings
@@ -654,9 +639,6 @@ class AttemptRegistry:
         except TimeoutError:
             code, message = self._timed_out(handle, in_page, budget)
         except asyncio.CancelledError:
-            current = asyncio.current_task()
-            if current is not None and not reraise:
-                current.uncancel()
             cancelled = True
             if attempt.cancel_requested and not self._stopping:
                 code, message = RenderErrorCode.CANCELLED, "cancelled by request"
@@ -675,8 +657,6 @@ class AttemptRegistry:
         except Exception as exc:
             log.exception("attempt %s failed unexpectedly", name)
             code, message = RenderErrorCode.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}"
-        if not attempt.cancel_requested and attempt.pages is None:
-            attempt.status = AttemptStatus.CLEANING
         encode_start = time.monotonic()
         if code is None and data is not None:
             try:
@@ -685,19 +665,17 @@ class AttemptRegistry:
             except OSError as exc:
                 code, message = RenderErrorCode.INTERNAL_ERROR, f"cannot store artefact: {exc}"
         encode_ms = round((time.monotonic() - encode_start) * 1000, 1)
-        if carry is not None and tab is not None and code is None and carry.keep(tab):
+        tenant = leaves_tab_to(render, tab, settings) if tab is not None else None
+        if tab is not None and code is None and carry.keep(tab, tenant):
             tab = None
-        keep_for = None
-        if carry is None and tab is not None and code is None:
-            keep_for = leaves_tab_to(render, tab, settings)
-        await self._cleanup(session, tab, handle, workdir, reusable=code is None, keep_for=keep_for)
+        await self._cleanup(session, tab, handle, workdir, reusable=code is None)
         timings = session.timings if session is not None else None
         if timings is not None:
             timings.encode_ms = encode_ms
             timings.total_ms = round((time.monotonic() - started) * 1000, 1)
         visit.diagnostics = collector.build(timings or Timings())
         visit.code, visit.message = code, message
-        if cancelled and reraise:
+        if cancelled:
             raise asyncio.CancelledError
         return visit
 
@@ -720,10 +698,10 @@ class AttemptRegistry:
         return RenderErrorCode.DEADLINE_EXCEEDED, "the attempt's deadline passed"
 
     def _carried(
-        self, carry: DeckTab | None, handle: BrowserHandle, render: RenderInput
+        self, carry: DeckTab, handle: BrowserHandle, render: RenderInput
     ) -> DocumentTab | None:
         """The tab a deck slot kept, if it is on `handle` at the render's scale; else none."""
-        tab = carry.take() if carry is not None else None
+        tab = carry.take()
         if tab is None:
             return None
         if tab.handle is handle and not handle.gone.is_set() and tab.scale == render.scale:
@@ -739,13 +717,12 @@ class AttemptRegistry:
         workdir: Path,
         *,
         reusable: bool,
-        keep_for: str | None = None,
     ) -> None:
         try:
             if session is not None:
                 await session.close()
             if tab is not None and reusable:
-                self._tabs.give_back(tab, keep_for)
+                self._tabs.give_back(tab)
             elif tab is not None:
                 await self._tabs.discard(tab)
         except CleanupTimeoutError:
@@ -781,11 +758,9 @@ class AttemptRegistry:
             if a.status.terminal and a.finished_at is not None and a.finished_at <= cutoff
         ]
         for attempt in expired:
-            if attempt.artifact_path is not None:
-                attempt.artifact_path.unlink(missing_ok=True)
-            for page in (attempt.pages or {}).values():
-                if page.visit is not None and page.visit.artifact_path is not None:
-                    page.visit.artifact_path.unlink(missing_ok=True)
+            for page in attempt.pages.values():
+                if page.artifact is not None:
+                    page.artifact[1].unlink(missing_ok=True)
             del self._attempts[attempt.attempt_id]
         return len(expired)
 

@@ -30,6 +30,20 @@ DECKYARD = str(Path(sys.executable).with_name("deckyard"))
 CHROMIUM_DIR = "/usr/lib/chromium/"
 
 
+def one_page(body: dict[str, Any]) -> dict[str, Any]:
+    """A single render's body (an `attempt_id` and the fields of a `RenderInput`) as the body
+    of the one-page deck attempt the renderer takes for it: the render is page 0."""
+    render = {k: v for k, v in body.items() if k != "attempt_id"}
+    return {"attempt_id": body["attempt_id"], "pages": [{"index": 0, **render}]}
+
+
+def page0(receipt: dict[str, Any]) -> dict[str, Any]:
+    """Page 0 of a one-page attempt's receipt, asserting it is the only page listed."""
+    pages: list[dict[str, Any]] = receipt["pages"] or []
+    assert [p["index"] for p in pages] == [0], receipt
+    return pages[0]
+
+
 class RendererProcess:
     """A `deckyard renderer --port 0` subprocess with a signed httpx client."""
 
@@ -85,6 +99,22 @@ class RendererProcess:
             self.proc.stdout.close()
         self._stderr.close()
         return code
+
+    def submit_one(self, body: dict[str, Any]) -> httpx.Response:
+        """Post a single render (`body`: `attempt_id` and a `RenderInput`) as a one-page deck
+        attempt (`one_page`)."""
+        return self.client.post("/v1/deck-attempts", json=one_page(body))
+
+    def page_artifact(self, attempt_id: str, index: int = 0) -> httpx.Response:
+        """`GET` one page's artefact (page 0: a single render's)."""
+        return self.client.get(f"/v1/attempts/{attempt_id}/pages/{index}/artifact")
+
+    def wait_page(
+        self, attempt_id: str, timeout: float = 30
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The terminal receipt of a one-page attempt and its page 0 (`page0`)."""
+        receipt = self.wait_terminal(attempt_id, timeout)
+        return receipt, page0(receipt)
 
     def wait_terminal(self, attempt_id: str, timeout: float = 30) -> dict[str, Any]:
         """Poll the receipt until it is terminal."""

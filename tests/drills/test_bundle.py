@@ -32,16 +32,16 @@ def test_bundle_files_load_and_everything_else_is_blocked(renderer: RendererProc
         "height": 120,
         "wait": {"until": "load", "delay_ms": 200},
     }
-    accepted = renderer.client.post("/v1/attempts", json=body)
+    accepted = renderer.submit_one(body)
     assert accepted.status_code in (200, 202), accepted.text
-    receipt = renderer.wait_terminal("bundle-site-1")
-    assert receipt["status"] == "succeeded", receipt
-    diagnostics = receipt["diagnostics"]
+    receipt, page = renderer.wait_page("bundle-site-1")
+    assert (receipt["status"], page["status"]) == ("succeeded", "succeeded"), receipt
+    diagnostics = page["diagnostics"]
     blocked = [p["url"] for p in diagnostics["blocked_requests"]]
     assert any(url.endswith("/assets/missing.png") for url in blocked), blocked
     assert not any("pages/a.html" in url for url in blocked)
     assert not [p for p in diagnostics["failed_requests"] if "pages/a.html" in p["url"]]
-    png = renderer.client.get("/v1/attempts/bundle-site-1/artifact")
+    png = renderer.page_artifact("bundle-site-1")
     image = decode_png(png.content)
     assert pixel(image, 100, 50) == (0, 128, 0)  # the bundled page really loaded in the iframe
 

@@ -25,11 +25,11 @@ def key_of(document: str) -> str:
 def render(renderer: RendererProcess, **source: str) -> bytes:
     attempt = f"bykey-{os.urandom(6).hex()}"
     body = {"attempt_id": attempt, "width": 320, "height": 180, **source}
-    accepted = renderer.client.post("/v1/attempts", json=body)
+    accepted = renderer.submit_one(body)
     assert accepted.status_code == 202, accepted.text
-    receipt = renderer.wait_terminal(attempt)
-    assert receipt["status"] == "succeeded", receipt
-    return renderer.client.get(f"/v1/attempts/{attempt}/artifact").content
+    receipt, page = renderer.wait_page(attempt)
+    assert (receipt["status"], page["status"]) == ("succeeded", "succeeded"), receipt
+    return renderer.page_artifact(attempt).content
 
 
 def test_an_unknown_key_is_refused_with_its_key_then_renders_once_sent(
@@ -38,11 +38,11 @@ def test_an_unknown_key_is_refused_with_its_key_then_renders_once_sent(
     document = page()
     key = key_of(document)
     body = {"attempt_id": f"bykey-{os.urandom(6).hex()}", "document_key": key}
-    refused = renderer.client.post("/v1/attempts", json=body)
+    refused = renderer.submit_one(body)
     assert refused.status_code == 422
     error = refused.json()
     assert error["error"] == "RENDER_DOCUMENT_UNKNOWN"
-    assert error["field"] == "document_key" and error["missing"] == [key]
+    assert error["field"] == "pages.0.document_key" and error["missing"] == [key]
     assert renderer.client.get(f"/v1/attempts/{body['attempt_id']}").json()["status"] == "unknown"
 
     by_value = render(renderer, document=document)
@@ -53,12 +53,10 @@ def test_an_unknown_key_is_refused_with_its_key_then_renders_once_sent(
 def test_a_malformed_key_is_invalid_input_and_a_deck_names_its_missing_page(
     renderer: RendererProcess,
 ) -> None:
-    bad = renderer.client.post(
-        "/v1/attempts", json={"attempt_id": "bykey-bad", "document_key": "ABC"}
-    )
+    bad = renderer.submit_one({"attempt_id": "bykey-bad", "document_key": "ABC"})
     assert bad.status_code == 422
     assert bad.json()["error"] == "RENDER_INVALID_INPUT"
-    assert bad.json()["field"] == "document_key"
+    assert bad.json()["field"] == "pages.0.document_key"
 
     known = page()
     render(renderer, document=known)

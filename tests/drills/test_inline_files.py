@@ -51,12 +51,12 @@ def png(width: int, height: int, left: tuple[int, int, int]) -> bytes:
 def shot(renderer: RendererProcess, document: str) -> tuple[bytes, dict[str, object]]:
     attempt = f"inline-{os.urandom(6).hex()}"
     body = {"attempt_id": attempt, "document": document, "width": 640, "height": 100}
-    accepted = renderer.client.post("/v1/attempts", json=body)
+    accepted = renderer.submit_one(body)
     assert accepted.status_code in (200, 202), accepted.text
-    receipt = renderer.wait_terminal(attempt)
-    assert receipt["status"] == "succeeded", receipt
-    data = renderer.client.get(f"/v1/attempts/{attempt}/artifact").content
-    return data, receipt["diagnostics"]
+    receipt, page = renderer.wait_page(attempt)
+    assert (receipt["status"], page["status"]) == ("succeeded", "succeeded"), receipt
+    data = renderer.page_artifact(attempt).content
+    return data, page["diagnostics"]
 
 
 def test_a_large_data_font_renders_exactly_as_inline_and_loads_nothing_else(

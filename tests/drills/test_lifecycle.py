@@ -64,7 +64,7 @@ def browser_main(renderer: RendererProcess) -> int:
 
 def test_cancel_during_hanging_navigation(renderer: RendererProcess, site: DrillSite) -> None:
     hangs = site.log.paths.count("/hang")
-    assert renderer.client.post("/v1/attempts", json=hanging(site, "cancel-1")).status_code == 202
+    assert renderer.submit_one(hanging(site, "cancel-1")).status_code == 202
     wait_hang_requested(site, hangs + 1)
     wait_status(renderer, "cancel-1", "running")
     started = time.monotonic()
@@ -72,14 +72,15 @@ def test_cancel_during_hanging_navigation(renderer: RendererProcess, site: Drill
     assert receipt["status"] == "cancelled"
     assert time.monotonic() - started < 1.0
     assert receipt["error_code"] == "RENDER_CANCELLED"
-    assert renderer.client.get("/v1/attempts/cancel-1/artifact").status_code == 404
+    assert receipt["pages"] == []  # its page never finished
+    assert renderer.page_artifact("cancel-1").status_code == 404
     assert renderer.client.get("/v1/capabilities").json()["free_slots"] == 2
 
 
 def test_full_slots_answer_429_with_retry_after(renderer: RendererProcess, site: DrillSite) -> None:
     for attempt in ("full-1", "full-2"):
-        assert renderer.client.post("/v1/attempts", json=hanging(site, attempt)).status_code == 202
-    response = renderer.client.post("/v1/attempts", json=hanging(site, "full-3"))
+        assert renderer.submit_one(hanging(site, attempt)).status_code == 202
+    response = renderer.submit_one(hanging(site, "full-3"))
     assert response.status_code == 429
     assert int(response.headers["retry-after"]) >= 1
     for attempt in ("full-1", "full-2"):
@@ -90,12 +91,13 @@ def test_full_slots_answer_429_with_retry_after(renderer: RendererProcess, site:
 def test_deadline_inside_the_renderer(renderer: RendererProcess, site: DrillSite) -> None:
     body = hanging(site, "deadline-1", timeout_seconds=1.0)
     started = time.monotonic()
-    assert renderer.client.post("/v1/attempts", json=body).status_code == 202
-    receipt = renderer.wait_terminal("deadline-1")
+    assert renderer.submit_one(body).status_code == 202
+    receipt, page = renderer.wait_page("deadline-1")
     assert time.monotonic() - started < 3.0
-    assert receipt["status"] == "failed"
-    assert receipt["error_code"] == "RENDER_DEADLINE_EXCEEDED"
-    assert receipt["error_kind"] == "infrastructure"
+    for failed in (page, receipt):  # the page's infrastructure failure is the attempt's too
+        assert failed["status"] == "failed"
+        assert failed["error_code"] == "RENDER_DEADLINE_EXCEEDED"
+        assert failed["error_kind"] == "infrastructure"
 
 
 def test_browser_killed_mid_attempt_fails_as_infrastructure_then_recovers(
@@ -103,16 +105,15 @@ def test_browser_killed_mid_attempt_fails_as_infrastructure_then_recovers(
 ) -> None:
     generation = renderer.client.get("/v1/capabilities").json()["browser_generation"]
     hangs = site.log.paths.count("/hang")
-    assert renderer.client.post("/v1/attempts", json=hanging(site, "crash-1")).status_code == 202
+    assert renderer.submit_one(hanging(site, "crash-1")).status_code == 202
     wait_hang_requested(site, hangs + 1)
     os.kill(browser_main(renderer), signal.SIGKILL)
-    receipt = renderer.wait_terminal("crash-1")
-    assert receipt["status"] == "failed"
-    assert receipt["error_code"] == "RENDER_BROWSER_CRASHED"
-    assert receipt["retryable"] is True
-    after = {"attempt_id": "crash-2", "document": PAGE, "width": 100, "height": 100}
-    assert renderer.client.post("/v1/attempts", json=after).status_code == 202
-    assert renderer.wait_terminal("crash-2")["status"] == "succeeded"
+    receipt, page = renderer.wait_page("crash-1")
+    for failed in (page, receipt):
+        assert failed["status"] == "failed"
+        assert failed["error_code"] == "RENDER_BROWSER_CRASHED"
+        assert failed["retryable"] is True
+    render_ok(renderer, "crash-2")
     caps = renderer.client.get("/v1/capabilities").json()
     assert caps["browser_generation"] == generation + 1
 
@@ -139,9 +140,9 @@ def brisk(site: DrillSite) -> Iterator[RendererProcess]:
 
 def render_ok(renderer: RendererProcess, attempt_id: str) -> dict[str, object]:
     body = {"attempt_id": attempt_id, "document": PAGE, "width": 100, "height": 100}
-    assert renderer.client.post("/v1/attempts", json=body).status_code == 202
-    receipt = renderer.wait_terminal(attempt_id)
-    assert receipt["status"] == "succeeded", receipt
+    assert renderer.submit_one(body).status_code == 202
+    receipt, page = renderer.wait_page(attempt_id)
+    assert (receipt["status"], page["status"]) == ("succeeded", "succeeded"), receipt
     return receipt
 
 
@@ -181,4 +182,4 @@ def test_artifacts_are_swept_after_ttl(brisk: RendererProcess) -> None:
         what="the receipt swept",
     )
     assert not list(artifacts.glob("ttl-1.*"))
-    assert brisk.client.get("/v1/attempts/ttl-1/artifact").status_code == 404
+    assert brisk.page_artifact("ttl-1").status_code == 404

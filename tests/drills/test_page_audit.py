@@ -15,8 +15,8 @@ GIF = "data:image/gif;base64,R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAAI
 
 def diagnostics(renderer: RendererProcess, attempt: str, page: str, **extra: Any) -> dict[str, Any]:
     body = {"attempt_id": attempt, "document": page, "width": 800, "height": 600, **extra}
-    assert renderer.client.post("/v1/attempts", json=body).status_code == 202
-    found: dict[str, Any] = renderer.wait_terminal(attempt)["diagnostics"]
+    assert renderer.submit_one(body).status_code == 202
+    found: dict[str, Any] = renderer.wait_page(attempt)[1]["diagnostics"]
     return found
 
 

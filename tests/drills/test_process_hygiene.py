@@ -15,7 +15,14 @@ import pytest
 
 from deckyard.render.protocol import HmacAuth
 from tests.drills.conftest import LIVE
-from tests.drills.support import DECKYARD, SECRET, DrillSite, chromium_outside, processes
+from tests.drills.support import (
+    DECKYARD,
+    SECRET,
+    DrillSite,
+    chromium_outside,
+    one_page,
+    processes,
+)
 from tests.helpers.eventually import eventually_sync, settled_sync
 
 pytestmark = [pytest.mark.chromium, pytest.mark.processes]
@@ -42,8 +49,8 @@ def test_sigkilled_renderer_takes_its_chromium_with_it(site: DrillSite) -> None:
         ready = json.loads(harness.stdout.readline())
         renderer_pid = ready["pid"]
         with httpx.Client(base_url=ready["url"], auth=HmacAuth(SECRET), timeout=30) as client:
-            body = {"attempt_id": "doomed", "url": f"{site.base}/hanging-page"}
-            assert client.post("/v1/attempts", json=body).status_code == 202
+            body = one_page({"attempt_id": "doomed", "url": f"{site.base}/hanging-page"})
+            assert client.post("/v1/deck-attempts", json=body).status_code == 202
             eventually_sync(
                 lambda: client.get("/v1/attempts/doomed").json()["status"] == "running",
                 timeout=10,

@@ -29,7 +29,7 @@ from sqlalchemy import select as sql_select
 
 from deckyard.render.control.schema import render_attempts, render_requests, renderers
 from tests.drills.conftest import LIVE, start_renderer, stop_renderer
-from tests.drills.support import DrillSite, RendererProcess, zombies
+from tests.drills.support import DrillSite, RendererProcess, one_page, zombies
 from tests.helpers.eventually import eventually_sync, settled_sync
 from tests.helpers.renders import assert_rendered_once_each, query
 from tests.helpers.server import Server, clean_env, create_token
@@ -57,10 +57,10 @@ def html(label: str) -> str:
 
 
 def attempt(attempt_id: str, delay_ms: int = 0) -> dict[str, Any]:
-    """A renderer attempt of a small page that waits `delay_ms` before its capture."""
+    """A one-page renderer attempt of a small page that waits `delay_ms` before its capture."""
     wait = {"delay_ms": delay_ms}
     body = {"document": html(attempt_id), "width": 200, "height": 100, "wait": wait}
-    return {**body, "attempt_id": attempt_id}
+    return one_page({**body, "attempt_id": attempt_id})
 
 
 def read_event(renderer: RendererProcess, timeout: float) -> dict[str, Any]:
@@ -80,11 +80,12 @@ def test_sigterm_drains_a_renderer_then_it_exits(site: DrillSite) -> None:
         renderer_drain_collect_seconds="120",  # it waits for us, not for this bound
     )
     client = renderer.client
-    assert client.post("/v1/attempts", json=attempt("warm")).status_code == 202
-    assert renderer.wait_terminal("warm")["status"] == "succeeded"
-    assert client.get("/v1/attempts/warm/artifact").status_code == 200
-    quick = client.post("/v1/attempts", json=attempt("quick", 300))
-    slow = client.post("/v1/attempts", json=attempt("slow", SLOW_MS))
+    assert client.post("/v1/deck-attempts", json=attempt("warm")).status_code == 202
+    warm, page = renderer.wait_page("warm")
+    assert (warm["status"], page["status"]) == ("succeeded", "succeeded"), warm
+    assert renderer.page_artifact("warm").status_code == 200
+    quick = client.post("/v1/deck-attempts", json=attempt("quick", 300))
+    slow = client.post("/v1/deck-attempts", json=attempt("slow", SLOW_MS))
     assert (quick.status_code, slow.status_code) == (202, 202), (quick.text, slow.text)
 
     renderer.proc.send_signal(signal.SIGTERM)
@@ -92,19 +93,20 @@ def test_sigterm_drains_a_renderer_then_it_exits(site: DrillSite) -> None:
     assert client.get("/healthz").json()["draining"] is True
     caps = client.get("/v1/capabilities").json()
     assert (caps["draining"], caps["free_slots"]) == (True, 0)
-    refused = client.post("/v1/attempts", json=attempt("late"))
+    refused = client.post("/v1/deck-attempts", json=attempt("late"))
     assert refused.status_code == 429, refused.text
     assert refused.json()["error"] == "RENDER_NO_FREE_SLOT"
 
-    finished = renderer.wait_terminal("quick")  # in flight: it finishes
-    assert finished["status"] == "succeeded", finished
+    finished, page = renderer.wait_page("quick")  # in flight: it finishes
+    assert (finished["status"], page["status"]) == ("succeeded", "succeeded"), finished
     handed = renderer.wait_terminal("slow")  # still running at the bound: handed back
     assert (handed["status"], handed["error_code"]) == ("failed", "RENDER_WORKER_STOPPED")
     assert handed["retryable"] is True and "draining" in handed["message"]
+    assert handed["pages"] == []  # its page never finished
 
     # the quick page's picture has not been fetched: it waits for that, then exits at once
     assert client.get("/healthz").json()["draining"] is True
-    assert client.get("/v1/attempts/quick/artifact").content[:4] == b"\x89PNG"
+    assert renderer.page_artifact("quick").content[:4] == b"\x89PNG"
     drained = read_event(renderer, 10)
     assert (drained["event"], drained["handed_back"]) == ("drained", 1)
     assert renderer.proc.wait(10) == 0

@@ -35,12 +35,14 @@ def test_redirect_from_allowed_host_to_private_is_refused(
     renderer: RendererProcess, site: DrillSite
 ) -> None:
     body = {"attempt_id": "ssrf-redirect", "url": f"{site.base}/to-private"}
-    assert renderer.client.post("/v1/attempts", json=body).status_code == 202
-    receipt = renderer.wait_terminal("ssrf-redirect")
-    assert receipt["status"] == "failed"
-    assert receipt["error_code"] == "RENDER_SSRF_BLOCKED"
-    assert receipt["error_kind"] == "content"
-    blocked = receipt["diagnostics"]["blocked_requests"]
+    assert renderer.submit_one(body).status_code == 202
+    receipt, page = renderer.wait_page("ssrf-redirect")
+    assert page["status"] == "failed"
+    assert page["error_code"] == "RENDER_SSRF_BLOCKED"
+    assert page["error_kind"] == "content"
+    assert page["artifact"] is None
+    assert (receipt["status"], receipt["error_code"]) == ("succeeded", None), receipt
+    blocked = page["diagnostics"]["blocked_requests"]
     assert blocked[0]["url"] == "http://10.0.0.1/secret"
 
 

@@ -1,4 +1,5 @@
-"""Single renders of one tenant share a tab without a reset; anyone else gets a reset tab.
+"""Single renders (one-page attempts) of one tenant share a tab without a reset; anyone else
+gets a reset tab.
 
 A document render that runs no script and brings no files leaves its tab to the next render of
 the same tenant (the control plane sends the workspace): no navigation and no clears between
@@ -54,14 +55,14 @@ def render(
     body |= {"width": 200, "height": 100, "tenant": tenant}
     if "<script" in document:
         body["wait"] = {"expression": "window.done === true"}
-    assert renderer.client.post("/v1/attempts", json=body).status_code == 202
-    receipt = renderer.wait_terminal(attempt_id)
-    assert receipt["status"] == "succeeded", receipt
-    return receipt
+    assert renderer.submit_one(body).status_code == 202
+    receipt, page = renderer.wait_page(attempt_id)
+    assert (receipt["status"], page["status"]) == ("succeeded", "succeeded"), receipt
+    return page
 
 
 def png(renderer: RendererProcess, attempt_id: str) -> Any:
-    response = renderer.client.get(f"/v1/attempts/{attempt_id}/artifact")
+    response = renderer.page_artifact(attempt_id)
     assert response.status_code == 200
     return decode_png(response.content)
 
@@ -136,8 +137,9 @@ def test_a_render_with_files_is_reset_after(one_tab: RendererProcess) -> None:
         "height": 100,
         "tenant": "a",
     }
-    assert one_tab.client.post("/v1/attempts", json=body).status_code == 202
-    assert one_tab.wait_terminal("files-page")["status"] == "succeeded"
+    assert one_tab.submit_one(body).status_code == 202
+    receipt, page = one_tab.wait_page("files-page")
+    assert (receipt["status"], page["status"]) == ("succeeded", "succeeded"), receipt
     assert settled_resets(one_tab) == before + 1
 
 

@@ -115,8 +115,8 @@ def test_webrtc_sends_no_udp(
         "height": 100,
         "wait": {"selector": "#done"},
     }
-    assert renderer.client.post("/v1/attempts", json=body).status_code == 202
-    receipt = renderer.wait_terminal(f"webrtc-{source}")
+    assert renderer.submit_one(body).status_code == 202
+    receipt, page = renderer.wait_page(f"webrtc-{source}")
     # the mark has text (an empty div is never visible, and the wait would run to the deadline)
-    assert receipt["status"] == "succeeded", receipt
+    assert (receipt["status"], page["status"]) == ("succeeded", "succeeded"), receipt
     assert received(stun_listener) == []

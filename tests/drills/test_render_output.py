@@ -17,6 +17,7 @@ from tests.drills.support import (
     RendererProcess,
     decode_png,
     ink,
+    page0,
     pixel,
     processes,
 )
@@ -125,23 +126,91 @@ def test_other_formats(renderer: RendererProcess, fmt: str, magic: bytes) -> Non
 
 def test_attempt_api_gives_receipt_artifact_and_is_idempotent(renderer: RendererProcess) -> None:
     body = {"attempt_id": "output-1", "document": BOX_PAGE, "width": 320, "height": 200}
-    first = renderer.client.post("/v1/attempts", json=body)
+    first = renderer.submit_one(body)
     assert first.status_code == 202
     assert first.json()["status"] in ("accepted", "running")
-    again = renderer.client.post("/v1/attempts", json=body)
+    again = renderer.submit_one(body)
     assert again.status_code == 200
-    receipt = renderer.wait_terminal("output-1")
-    assert receipt["status"] == "succeeded"
-    artifact = renderer.client.get("/v1/attempts/output-1/artifact")
-    assert hashlib.sha256(artifact.content).hexdigest() == receipt["artifact"]["sha256"]
-    assert receipt["artifact"]["size"] == len(artifact.content)
-    other = renderer.client.post("/v1/attempts", json={**body, "width": 100})
+    receipt, page = renderer.wait_page("output-1")
+    assert (receipt["status"], page["status"]) == ("succeeded", "succeeded"), receipt
+    # the attempt's own artefact fields are unused: its pages carry theirs
+    assert (receipt["artifact"], receipt["diagnostics"]) == (None, None)
+    artifact = renderer.page_artifact("output-1")
+    assert artifact.headers["x-deckyard-attempt-id"] == "output-1"
+    assert hashlib.sha256(artifact.content).hexdigest() == page["artifact"]["sha256"]
+    assert page["artifact"]["size"] == len(artifact.content)
+    other = renderer.submit_one({**body, "width": 100})
     assert other.status_code == 409
     batch = renderer.client.get("/v1/attempts", params={"ids": "output-1,never-seen"}).json()
     assert [r["status"] for r in batch["receipts"]] == ["succeeded", "unknown"]
     caps = renderer.client.get("/v1/capabilities").json()
     assert caps["epoch"] == renderer.ready["epoch"]
     assert caps["formats"] == ["png", "jpeg", "webp", "pdf"]
+
+
+def test_the_single_attempt_routes_are_gone(renderer: RendererProcess) -> None:
+    body = {"attempt_id": "single-gone", "document": BOX_PAGE, "width": 320, "height": 200}
+    assert renderer.client.post("/v1/attempts", json=body).status_code == 405
+    assert renderer.client.get("/v1/attempts/single-gone").json()["status"] == "unknown"
+    assert renderer.submit_one(body).status_code == 202
+    renderer.wait_page("single-gone")
+    assert renderer.client.get("/v1/attempts/single-gone/artifact").status_code == 404
+    assert renderer.page_artifact("single-gone").status_code == 200
+
+
+def test_sync_render_is_a_one_page_attempt_answered_from_its_page(
+    renderer: RendererProcess,
+) -> None:
+    done = render(renderer, document=BOX_PAGE, width=320, height=200)
+    assert done.status_code == 200, done.text
+    attempt_id = done.headers["x-deckyard-attempt-id"]
+    receipt, page = renderer.wait_page(attempt_id)
+    assert (receipt["status"], page["status"]) == ("succeeded", "succeeded"), receipt
+    assert page["artifact"]["sha256"] == done.headers["x-deckyard-artifact-sha256"]
+    assert page["artifact"]["size"] == int(done.headers["x-deckyard-artifact-size"])
+
+    page_html = '<html><body><p id="here">x</p></body></html>'
+    failed = render(renderer, document=page_html, width=320, height=200, clip_selector="#nope")
+    assert failed.status_code == 422, failed.text
+    error = failed.json()
+    assert error["error"] == "RENDER_SELECTOR_NOT_FOUND" and "#nope" in error["message"]
+    attempt_id = failed.headers["x-deckyard-attempt-id"]
+    assert error["receipt"]["attempt_id"] == attempt_id
+    failed_page = page0(error["receipt"])
+    assert (failed_page["status"], failed_page["error_code"]) == (
+        "failed",
+        "RENDER_SELECTOR_NOT_FOUND",
+    )
+    assert failed_page["message"] == error["message"]
+    assert failed_page["diagnostics"]["timings"]["total_ms"] > 0
+    assert renderer.page_artifact(attempt_id).status_code == 404
+
+    checked = render(renderer, document=BOX_PAGE, width=320, height=200, capture=False)
+    # no picture asked for: nothing to answer with, as before
+    assert checked.status_code == 404, checked.text
+    assert checked.json()["error"] == "RENDER_RESULT_LOST"
+
+
+def test_a_deck_page_without_capture_succeeds_with_its_diagnostics_only(
+    renderer: RendererProcess,
+) -> None:
+    checked = '<html><body><p>checked</p><script>console.error("seen")</script></body></html>'
+    pages = [
+        {"index": 0, "document": checked, "width": 320, "height": 200, "capture": False},
+        {"index": 1, "document": BOX_PAGE, "width": 320, "height": 200},
+    ]
+    body = {"attempt_id": "no-capture-1", "pages": pages}
+    assert renderer.client.post("/v1/deck-attempts", json=body).status_code == 202
+    receipt = renderer.wait_terminal("no-capture-1")
+    assert (receipt["status"], receipt["error_code"]) == ("succeeded", None), receipt
+    first, second = receipt["pages"]
+    assert (first["status"], first["error_code"], first["artifact"]) == ("succeeded", None, None)
+    assert "seen" in first["diagnostics"]["console_errors"]
+    assert first["diagnostics"]["timings"]["capture_ms"] == 0
+    assert second["status"] == "succeeded" and second["artifact"]["format"] == "png"
+    assert renderer.page_artifact("no-capture-1", 0).status_code == 404
+    image = decode_png(renderer.page_artifact("no-capture-1", 1).content)
+    assert pixel(image, 90, 60) == (255, 0, 0)
 
 
 def test_diagnostics_report_page_problems(renderer: RendererProcess) -> None:
@@ -152,8 +221,8 @@ def test_diagnostics_report_page_problems(renderer: RendererProcess) -> None:
     </script></body></html>"""
     body = {"attempt_id": "diag-1", "document": page, "width": 400, "height": 300}
     body["wait"] = {"delay_ms": 100}
-    assert renderer.client.post("/v1/attempts", json=body).status_code == 202
-    diagnostics = renderer.wait_terminal("diag-1")["diagnostics"]
+    assert renderer.submit_one(body).status_code == 202
+    diagnostics = renderer.wait_page("diag-1")[1]["diagnostics"]
     assert "boom in console" in diagnostics["console_errors"]
     assert any("kaput" in e for e in diagnostics["page_errors"])
     assert [b["url"] for b in diagnostics["blocked_requests"]] == ["http://example.com/missing.png"]
@@ -179,8 +248,8 @@ def test_text_in_its_background_colour_is_reported_as_invisible(
       <span>White on black where hit-testing is off (reveal.js's interactive backgrounds)</span>
       <b style="color:#111">Black on black there too</b></div></body></html>"""
     body = {"attempt_id": "contrast-1", "document": page, "width": 600, "height": 400}
-    assert renderer.client.post("/v1/attempts", json=body).status_code == 202
-    invisible = renderer.wait_terminal("contrast-1")["diagnostics"]["invisible_text"]
+    assert renderer.submit_one(body).status_code == 202
+    invisible = renderer.wait_page("contrast-1")[1]["diagnostics"]["invisible_text"]
     assert len(invisible) == 3, invisible
     assert invisible[0].startswith('h1 "White on white": text rgb(255,255,255) on rgb(250,250,250)')
     assert invisible[1].startswith('p "Almost transparent"')
@@ -194,8 +263,9 @@ def test_fresh_context_per_attempt_leaks_nothing(
     for attempt in ("leak-1", "leak-2"):
         body = {"attempt_id": attempt, "url": f"{site.base}/storage", "width": 200, "height": 100}
         body["wait"] = {"until": "networkidle"}
-        assert renderer.client.post("/v1/attempts", json=body).status_code == 202
-        assert renderer.wait_terminal(attempt)["status"] == "succeeded"
+        assert renderer.submit_one(body).status_code == 202
+        receipt, page = renderer.wait_page(attempt)
+        assert (receipt["status"], page["status"]) == ("succeeded", "succeeded"), receipt
     paths = site.log.paths[start:]
     cookies = site.log.cookies[start:]
     assert "/saw-leftover" not in paths
@@ -225,10 +295,10 @@ def test_bad_inputs_get_422_naming_the_field(
     response = renderer.client.post("/v1/render", json=body)
     assert response.status_code == 422, response.text
     assert response.json()["field"] == field
-    attempt = renderer.client.post("/v1/attempts", json={"attempt_id": "bad!id", "document": "x"})
+    attempt = renderer.submit_one({"attempt_id": "bad!id", "document": "x"})
     assert attempt.status_code == 422
     assert attempt.json()["field"] == "attempt_id"
-    garbage = renderer.client.post("/v1/attempts", content=b"{not json")
+    garbage = renderer.client.post("/v1/deck-attempts", content=b"{not json")
     assert garbage.status_code == 422
 
 
@@ -317,10 +387,10 @@ def renderer_processes(renderer: RendererProcess) -> set[int]:
 def document_state(renderer: RendererProcess, attempt_id: str, document: str) -> str:
     body = {"attempt_id": attempt_id, "document": document, "width": 200, "height": 100}
     body["wait"] = {"expression": "window.done === true"}
-    assert renderer.client.post("/v1/attempts", json=body).status_code == 202
-    receipt = renderer.wait_terminal(attempt_id)
-    assert receipt["status"] == "succeeded", receipt
-    return " ".join(receipt["diagnostics"]["console_errors"])
+    assert renderer.submit_one(body).status_code == 202
+    receipt, page = renderer.wait_page(attempt_id)
+    assert (receipt["status"], page["status"]) == ("succeeded", "succeeded"), receipt
+    return " ".join(page["diagnostics"]["console_errors"])
 
 
 def test_reused_document_tab_is_reset_between_renders(one_tab: RendererProcess) -> None:

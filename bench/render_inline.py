@@ -54,12 +54,13 @@ def main() -> None:
                         "width": page.width,
                         "height": page.height,
                     }
-                    renderer.client.post("/v1/attempts", json=body).raise_for_status()
+                    renderer.submit_one(body).raise_for_status()
                     receipt = renderer.wait_terminal(key)
-                    if receipt["status"] != "succeeded":
+                    page = (receipt["pages"] or [{}])[0]
+                    if receipt["status"] != "succeeded" or page.get("status") != "succeeded":
                         raise SystemExit(f"{name}: {receipt}")
                     if round_:
-                        seen[name].append(receipt["diagnostics"]["timings"])
+                        seen[name].append(page["diagnostics"]["timings"])
     finally:
         for renderer in renderers.values():
             renderer.stop()

@@ -126,7 +126,8 @@ class FaultProxy:
                 if self.path.endswith("/artifact") and resp.status_code == 200:
                     proxy._maybe_hold([self.path.split("/")[3]])
                 elif self.path.startswith("/v1/changes") and b'"artifacts":{"' in resp.content:
-                    proxy._maybe_hold(list(resp.json()["artifacts"]))  # artefacts inline
+                    inline = resp.json()["artifacts"]  # keyed "attempt_key/page index"
+                    proxy._maybe_hold(list(dict.fromkeys(k.split("/")[0] for k in inline)))
                 out = {
                     k: v
                     for k, v in resp.headers.items()

@@ -301,9 +301,8 @@ class PageReceipt(BaseModel):
 class Receipt(BaseModel):
     """An attempt's state as the renderer knows it now; `pages` lists its finished pages.
 
-    A renderer no longer fills `diagnostics` and `artifact` (always None: every attempt is a
-    deck attempt, whose pages carry their own); they stay while the control plane still reads
-    them. An attempt whose pages all got a verdict succeeds even if a page failed on its
+    Every attempt is an attempt of N pages: each page carries its own diagnostics and
+    artefact. An attempt whose pages all got a verdict succeeds even if a page failed on its
     content: the attempt's `error_code` is a page's infrastructure failure or what stopped it
     (its deadline, a cancel, a drain).
     """
@@ -317,8 +316,6 @@ class Receipt(BaseModel):
     error_kind: str | None = None
     retryable: bool | None = None
     message: str | None = None
-    diagnostics: Diagnostics | None = None
-    artifact: ArtifactInfo | None = None
     pages: list[PageReceipt] | None = None
     changes: int | None = None
     """On a submission's answer: the renderer's change count (`GET /v1/changes`) just before

@@ -35,7 +35,6 @@ from deckyard.render.control.models import (
 from deckyard.render.control.requests import RenderQueueFull, request_waiters, wait_for_terminal
 from deckyard.render.control.schema import render_attempts, render_requests, renderers
 from deckyard.render.control.service import RenderService
-from deckyard.render.control.store_pages import page_commit
 from deckyard.render.control.store import (
     NewRequest,
     ResultRefused,
@@ -45,6 +44,7 @@ from deckyard.render.control.store import (
     request_get,
     request_insert,
 )
+from deckyard.render.control.store_pages import page_commit
 from tests.integration.render.fake_renderer import FakeFleet, FakeRenderer
 
 SECRET = "integration-secret-0123456789"

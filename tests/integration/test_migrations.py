@@ -26,7 +26,12 @@ from deckyard.db import Database, UTCDateTime, metadata
 from deckyard.db.migrate import current_revision, downgrade_to, head_revision, upgrade
 from deckyard.decks.schema import decks, page_versions, pages
 from deckyard.jobs.schema import jobs
-from deckyard.render.control.schema import render_attempts, render_requests, renderers
+from deckyard.render.control.schema import (
+    render_attempts,
+    render_pages,
+    render_requests,
+    renderers,
+)
 from deckyard.workspaces.schema import workspaces
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -331,5 +336,82 @@ async def test_active_screenshot_jobs_are_retired_and_other_jobs_left_alone(db_u
         assert statuses[ids["pending shot"]] == statuses[ids["running shot"]] == "failed"
         assert statuses[ids["pending page shot"]] == "pending"
         assert statuses[ids["running export"]] == "running"
+    finally:
+        await db.dispose()
+
+
+async def test_every_request_that_is_no_decks_gets_its_one_page(db_url: str) -> None:
+    """0019: a single render is a request of one page. A succeeded request's page is committed
+    with its result and artefact; any other request's is pending; a deck's pages stay as
+    they were; a downgrade deletes exactly the pages 0019 made."""
+    db = Database(db_url)
+    try:
+        await upgrade(db, "0018")
+
+        def request(kind: str, status: str, **over: object) -> dict[str, object]:
+            row: dict[str, object] = dict(
+                kind=kind,
+                workspace_id="ws",
+                input={"document": "<p>x</p>"},
+                input_hash=f"h-{kind}-{status}",
+                status=status,
+                attempts=0,
+                max_attempts=3,
+                deadline_at=NOW,
+                retry_after=NOW,
+                created_at=NOW,
+                updated_at=NOW,
+            )
+            row.update(over)
+            return row
+
+        rows = {
+            "succeeded": request(
+                "screenshot",
+                "succeeded",
+                result={"artifact_key": "renders/a.png", "size": 3},
+                artifact_key="renders/a.png",
+                finished_at=NOW,
+            ),
+            "pending": request("screenshot", "pending"),
+            "running": request("screenshot", "running"),
+            "failed": request("screenshot", "failed", error_code="X", finished_at=NOW),
+            "deck": request("deck", "running", input={"pages": [{}, {}]}),
+        }
+        async with db.write_transaction() as conn:
+            ids = {
+                name: (
+                    await conn.execute(
+                        insert(render_requests).values(row).returning(render_requests.c.id)
+                    )
+                ).scalar_one()
+                for name, row in rows.items()
+            }
+            await conn.execute(
+                insert(render_pages),
+                [
+                    {"request_id": ids["deck"], "page_index": i, "status": "pending"}
+                    for i in range(2)
+                ],
+            )
+
+        await upgrade(db)
+        async with db.read_connection() as conn:
+            found = (await conn.execute(select(render_pages))).all()
+        pages = {(r.request_id, r.page_index): r for r in found}
+        assert len(pages) == 6
+        done = pages[(ids["succeeded"], 0)]
+        assert (done.status, done.artifact_key) == ("committed", "renders/a.png")
+        assert done.result == {"artifact_key": "renders/a.png", "size": 3}
+        assert done.committed_at == NOW
+        for name in ("pending", "running", "failed"):
+            page = pages[(ids[name], 0)]
+            assert (page.status, page.result, page.artifact_key) == ("pending", None, None), name
+        assert {pages[(ids["deck"], i)].status for i in range(2)} == {"pending"}
+
+        await downgrade_to(db_url, "0018")
+        async with db.read_connection() as conn:
+            left = (await conn.execute(select(render_pages.c.request_id))).all()
+        assert sorted(r.request_id for r in left) == [ids["deck"], ids["deck"]]
     finally:
         await db.dispose()

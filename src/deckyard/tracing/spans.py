@@ -136,7 +136,7 @@ class AdmittedLike(Protocol):
     @property
     def renderer(self) -> RendererLike: ...
     @property
-    def pages(self) -> list[int] | None: ...
+    def pages(self) -> list[int]: ...
 
 
 @contextmanager
@@ -200,8 +200,7 @@ def attempt_span(item: AdmittedLike) -> Iterator[None]:
         RENDERER: item.renderer.name,
         SLOT: attempt.slot,
     }
-    if item.pages is not None:
-        attributes[PAGES] = len(item.pages)
+    attributes[PAGES] = len(item.pages)
     parent = stored_context(request.input)
     with span("render.attempt", parent=parent, kind=SpanKind.CLIENT, attributes=attributes):
         found: dict[str, str] = {}
@@ -214,9 +213,9 @@ def attempt_span(item: AdmittedLike) -> Iterator[None]:
 
 
 async def result_span(attempt: AttemptLike, renderer: str, work: Callable[[], Awaitable[T]]) -> T:
-    """`render.result`: fetching, storing and committing an attempt's result (or a deck
-    attempt's finished pages), in the trace of the `render.attempt` that posted it when this
-    process did; `deckyard.render.committed` says whether the result became the request's."""
+    """`render.result`: committing an attempt's newly finished pages (fetched or inline,
+    stored, CAS), in the trace of the `render.attempt` that posted it when this process did;
+    `deckyard.render.committed` says whether this pass committed a page."""
     if not enabled():
         return await work()
     posted = _attempts.get(attempt.attempt_key)

@@ -12,10 +12,10 @@ from deckyard.render.control.models import DECK_KIND, RenderAttempt, RendererSta
 from deckyard.render.control.store import (
     NewRequest,
     RendererSeen,
+    page_commit,
     renderer_upsert_if_changed,
     request_insert,
 )
-from deckyard.render.control.store_pages import page_commit
 
 
 async def pending_deck(

@@ -31,11 +31,11 @@ from deckyard.render.control.schema import render_requests
 from deckyard.render.control.store import (
     ResultRefused,
     attempt_end,
+    pages_pending,
     request_cancel,
     request_cancel_for_jobs,
     request_get,
 )
-from deckyard.render.control.store_pages import pages_pending
 from deckyard.render.protocol import RenderErrorCode
 from tests.integration.render.deck_rows import commit_rendered, pending_deck
 

@@ -40,11 +40,13 @@ from deckyard.render.control.store import (
     ResultRefused,
     attempts_active,
     attempts_of_request,
+    page_commit,
+    pages_of_request,
     renders_queued,
     request_get,
     request_insert,
+    request_retry,
 )
-from deckyard.render.control.store_pages import page_commit
 from tests.integration.render.fake_renderer import FakeFleet, FakeRenderer
 
 SECRET = "integration-secret-0123456789"
@@ -628,3 +630,51 @@ async def test_idle_coordinator_writes_nothing(db_url: str, tmp_path: Path) -> N
         await real.stop()
         await p.coordinator.client.aclose()
         await db.dispose()
+
+
+async def test_a_one_page_request_fails_as_its_page_did_and_a_retry_renders_it_again(
+    plane: Plane,
+) -> None:
+    """A single picture is a request of one page, committed by the page CAS like a deck's: its
+    page failing for its content fails the request with that code (not retried: it would fail
+    the same way), and a retry of the request clears the committed page and renders it again."""
+    p = plane
+    req = await p.request()
+    await p.coordinator.probe_once()
+    await p.coordinator.dispatch_once()
+    p.renderers[0].set_all("failed")
+    await p.coordinator.receipts_once()
+    await p.settle_results()
+    failed = await p.get(req)
+    assert (failed.status, failed.error_code, failed.attempts) == (
+        RequestStatus.FAILED,
+        "RENDER_PAGE_ERROR",
+        1,
+    )
+    assert failed.error_message == "the page threw"
+    assert (failed.result, failed.artifact_key) == (None, None)
+    [attempt] = await p.attempts(req)
+    assert (attempt.status, attempt.error_code) == (AttemptState.FAILED, "RENDER_PAGE_ERROR")
+    async with p.db.read_connection() as conn:
+        [page] = await pages_of_request(conn, req)
+    assert (page.committed, page.error_code, page.artifact_key) == (True, "RENDER_PAGE_ERROR", None)
+
+    async with p.db.write_transaction() as conn:
+        assert await request_retry(
+            p.db, conn, req, p.clock.now() + timedelta(seconds=60), p.clock.now()
+        )
+        [page] = await pages_of_request(conn, req)
+    assert (page.committed, page.error_code, page.result) == (False, None, None)
+    await p.coordinator.dispatch_once()
+    p.renderers[0].set_all("succeeded")
+    await p.coordinator.receipts_once()
+    await p.settle_results()
+    done = await p.get(req)
+    assert (done.status, done.error_code) == (RequestStatus.SUCCEEDED, None)
+    assert done.result["request_id"] == req
+    assert done.artifact_key == done.result["artifact_key"]
+    assert await p.store.keys() == [done.artifact_key]
+    assert [a.status for a in await p.attempts(req)] == [
+        AttemptState.FAILED,
+        AttemptState.SUCCEEDED,
+    ]

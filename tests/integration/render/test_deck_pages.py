@@ -25,10 +25,10 @@ from deckyard.render.control.store import (
     attempts_of_request,
     attempts_recover_expired,
     occupancy_snapshot,
+    pages_pending,
     request_cancel_for_jobs,
     request_get,
 )
-from deckyard.render.control.store_pages import pages_pending
 from tests.integration.render.deck_rows import commit_rendered, pending_deck
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)

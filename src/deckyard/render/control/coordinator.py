@@ -61,8 +61,7 @@ from deckyard.render.control.models import (
     RenderRequest,
     RequestStatus,
 )
-from deckyard.render.control.page_results import PageCommitter
-from deckyard.render.control.receipts import ReceiptPoller
+from deckyard.render.control.receipts import PageCommitter, ReceiptPoller
 from deckyard.render.control.requests import DocumentsHeld, document_keys, documents_by_value
 from deckyard.render.control.store import (
     RendererChangedConcurrently,
@@ -73,6 +72,7 @@ from deckyard.render.control.store import (
     attempts_recover_expired,
     lease_next_expiry,
     occupancy_snapshot,
+    pages_pending,
     renderer_differs,
     renderer_drain,
     renderer_list,
@@ -82,7 +82,6 @@ from deckyard.render.control.store import (
     request_next_due,
     requests_due,
 )
-from deckyard.render.control.store_pages import pages_pending
 from deckyard.render.protocol import Receipt, RenderErrorCode
 
 

@@ -1,11 +1,11 @@
 """Deck renders: one render request for every page of a deck version, opened by a deck job.
 
-The job opens the request itself (no child render per page): one admission, one lease
-and one receipt stream for the whole deck, its pages rendered in parallel on the slots the
-attempt holds and committed one by one (`store_pages`). A lost attempt's successor renders only
-the pages still pending. Cancellation reaches the request the way it reaches any job's request (see
-`requests`): the job is the request's parent, so the cancel hook, the locked cancel-flag
-read at opening and the observer all apply.
+The job opens the request itself (no child render per page): one admission, one lease and one
+receipt stream for the whole deck, its pages rendered in parallel on the slots the attempt holds and
+committed one by one (`store.page_commit`). A lost attempt's successor renders only the pages still
+pending. Cancellation reaches the request the way it reaches any job's request (see `requests`): the
+job is the request's parent, so the cancel hook, the locked cancel-flag read at opening and the
+observer all apply.
 """
 
 from __future__ import annotations
@@ -39,12 +39,12 @@ from deckyard.render.control.requests import (
 )
 from deckyard.render.control.store import (
     NewRequest,
+    pages_of_request,
     renders_queued,
     request_cancel_for_jobs,
     request_get,
     request_insert,
 )
-from deckyard.render.control.store_pages import pages_of_request
 from deckyard.render.protocol import RenderErrorCode
 
 log = logging.getLogger(__name__)

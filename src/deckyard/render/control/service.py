@@ -44,6 +44,7 @@ from deckyard.render.control.requests import (
 from deckyard.render.control.store import (
     attempts_of_request,
     occupancy_snapshot,
+    pages_of_request,
     renderer_list,
     renders_queued,
     request_active_by_dedupe,
@@ -54,7 +55,6 @@ from deckyard.render.control.store import (
     requests_kept_finished_after,
     requests_of_workspace,
 )
-from deckyard.render.control.store_pages import pages_of_request
 from deckyard.render.control.supervisor import Supervisor
 from deckyard.render.protocol import document_key
 

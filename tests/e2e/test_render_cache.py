@@ -56,11 +56,10 @@ def pngs(out: Path) -> dict[str, bytes]:
 
 
 def rendered_pages(db: Path) -> int:
-    """Pages this run sent to the renderer (deck requests' pages and one-page requests)."""
+    """Pages this run sent to the renderer (every request has its pages: one for a single
+    render)."""
     with closing(sqlite3.connect(db)) as conn:
-        pages = conn.execute("SELECT count(*) FROM render_pages").fetchone()[0]
-        single = conn.execute("SELECT count(*) FROM render_requests WHERE kind != 'deck'")
-        return int(pages) + int(single.fetchone()[0])
+        return int(conn.execute("SELECT count(*) FROM render_pages").fetchone()[0])
 
 
 def pdf_pages(path: Path) -> int:

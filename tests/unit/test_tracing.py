@@ -170,7 +170,7 @@ class FakeAdmitted:
     attempt: FakeAttempt
     request: FakeRequest
     renderer: FakeRenderer
-    pages: list[int] | None = None
+    pages: list[int]
 
 
 async def test_a_render_attempt_continues_the_trace_its_request_input_carries(
@@ -183,7 +183,7 @@ async def test_a_render_attempt_continues_the_trace_its_request_input_carries(
     with tracing.span("unrelated"):  # the task that dispatches has a context of its own
         request = FakeRequest(8, "screenshot", "alice", "pending", 0, None, stamped)
         attempt = FakeAttempt(21, 8, "key-21", 0)
-        with tracing.attempt_span(FakeAdmitted(attempt, request, FakeRenderer("r1"))):
+        with tracing.attempt_span(FakeAdmitted(attempt, request, FakeRenderer("r1"), [0])):
             headers: dict[str, str] = {}
             tracing.inject(headers)  # what the post to the renderer carries
         committed = await tracing.result_span(attempt, "r1", fake_commit)
@@ -201,6 +201,7 @@ async def test_a_render_attempt_continues_the_trace_its_request_input_carries(
     assert sent.attributes["deckyard.render.attempt.number"] == 1
     assert sent.attributes["deckyard.render.attempt.key"] == "key-21"
     assert sent.attributes["deckyard.workspace.id"] == "alice"
+    assert sent.attributes["deckyard.render.pages"] == 1  # a screenshot is a request of one page
     _, trace_id, span_id, _flags = headers["traceparent"].split("-")
     assert (trace_id, span_id) == (f"{sent.context.trace_id:032x}", f"{sent.context.span_id:016x}")
     assert result.parent is not None and result.parent.span_id == sent.context.span_id

@@ -67,8 +67,8 @@ def test_render_example_deck(tmp_path: Path) -> None:
 
 def assert_pdf_queued_behind_the_pages(db: Path) -> None:
     """The PDF's job was enqueued while the pages rendered; its render (and the built site's
-    load) still waited for the deck's attempt, which had taken every slot; no job was left
-    behind."""
+    load) still waited for the deck's attempt, which had taken every slot; the PNGs' export
+    opened no render request; no job was left behind."""
     with closing(sqlite3.connect(db)) as conn:
         jobs = {
             f"{kind}:{json.loads(payload).get('format', 'pdf')}"
@@ -87,8 +87,10 @@ def assert_pdf_queued_behind_the_pages(db: Path) -> None:
         "deck.validate": "succeeded",
         "deck.export:pdf": "succeeded",
         "deck.export:zip": "succeeded",
+        "deck.export:png": "succeeded",  # the pictures the validation rendered: no render
     }
     assert jobs["deck.export:pdf"][1] < jobs["deck.validate"][2]
+    assert len(attempts) == 3  # the pages (one deck request), the PDF's print, the site's load
     deck = [a for a in attempts if a[0] == "deck"]
     assert len(deck) == 1 and len(json.loads(deck[0][1] or "[]")) == 1  # 2 slots, both its own
     others_started = min(created for kind, _x, created, _f in attempts if kind != "deck")

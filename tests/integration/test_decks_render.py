@@ -5,6 +5,7 @@ One renderer per database, shared by every check in the test, to keep the wall t
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import re
@@ -20,6 +21,7 @@ from deckyard.decks.site.verify import verify_site_zip
 from deckyard.decks.source.limits import site_zip_limits
 from deckyard.decks.validation import deck_check
 from deckyard.jobs import Runtime
+from deckyard.outputs.images import page_stem
 from deckyard.render.control.models import DOCUMENT_PREFIX
 from deckyard.render.control.schema import render_requests
 from tests.helpers.api import make_token, running_app
@@ -325,3 +327,68 @@ async def test_a_deck_validation_reports_each_page_as_page_validate_does(
         plain = await service.validate_deck("alice", deck_id)
         done = await rt.wait(plain.id, timeout=180)
         assert done.status == "failed" and "compiled the deck again" in (done.error_message or "")
+
+
+async def test_pictures_are_an_output_format(db_url: str) -> None:
+    """`?format=png|jpeg|webp`: a ZIP of a picture per page. The PNGs are the pictures the
+    deck's validation rendered (no render request more); JPEG and WebP are one deck render
+    each, in Chromium's encoding, and leave the versions' PNG pointers as they were."""
+    async with running_app(db_url, renderers=1) as (app, client):
+        alice = await make_token(app, "alice")
+        rt: Runtime = app.state.runtime
+        made = await client.post("/v1/decks/zip", content=folder_zip(), headers={**alice, **ZIP})
+        deck_id = made.json()["id"]
+        base = f"/v1/decks/{deck_id}"
+        service = app.state.decks
+        validated = await rt.wait((await service.validate_deck("alice", deck_id)).id, timeout=180)
+        assert validated.status == "succeeded", (validated.error_code, validated.error_message)
+        deck = await service.deck("alice", deck_id)
+        names = [p.page_name for p in deck.pages]
+        pointers = {p.page_name: p.screenshot for p in deck.pages}
+        before = await render_request_count(app)
+
+        async def export(fmt: str) -> tuple[dict[str, object], dict[str, bytes]]:
+            job = await client.post(f"{base}/export?format={fmt}", headers=alice)
+            assert job.status_code == 202, job.text
+            done = await rt.wait(job.json()["id"], timeout=180)
+            assert done.status == "succeeded", (done.error_code, done.error_message)
+            art = await client.get(f"/v1/jobs/{done.id}/artifact", headers=alice)
+            assert art.headers["content-type"] == "application/zip"
+            with zipfile.ZipFile(io.BytesIO(art.content)) as archive:
+                files = {n: archive.read(n) for n in archive.namelist()}
+            manifest = json.loads(files.pop("manifest.json"))
+            assert manifest["pages"] == done.result["pages"]
+            assert done.result["format"] == fmt and done.result["page_count"] == len(names)
+            return manifest, files
+
+        manifest, files = await export("png")
+        assert await render_request_count(app) == before  # the validation's own pictures
+        assert [p["page"] for p in manifest["pages"]] == names
+        for index, page in enumerate(manifest["pages"]):
+            data = files[page["file"]]
+            assert page["file"] == f"{page_stem(index, names[index])}.png"
+            assert png_size(data) == (1920, 1080)
+            assert hashlib.sha256(data).hexdigest() == pointers[names[index]]["sha256"]
+
+        for fmt, magic, ext in (("jpeg", b"\xff\xd8\xff", "jpg"), ("webp", b"RIFF", "webp")):
+            manifest, files = await export(fmt)
+            assert await render_request_count(app) == before + 1, fmt  # one deck render
+            before += 1
+            assert sorted(files) == sorted(p["file"] for p in manifest["pages"])
+            assert all(f.endswith(f".{ext}") and files[f].startswith(magic) for f in files)
+        after = await service.deck("alice", deck_id)  # a version keeps its PNG
+        assert {p.page_name: p.screenshot for p in after.pages} == pointers
+
+        # with steps, the step pages (here one a slide: the deck has no steps) are rendered
+        stepped = await client.post(
+            f"{base}/export?format=png", json={"steps": True}, headers=alice
+        )
+        done = await rt.wait(stepped.json()["id"], timeout=180)
+        assert done.status == "succeeded", (done.error_code, done.error_message)
+        assert [p["page"] for p in done.result["pages"]] == names
+        assert await render_request_count(app) == before + 1
+
+        unknown = await client.post(f"{base}/export?format=gif", headers=alice)
+        assert unknown.status_code == 422
+        assert unknown.json()["error"]["code"] == "EXPORT_FORMAT_UNKNOWN"
+        assert "png, jpeg, webp" in unknown.json()["error"]["message"]

@@ -296,17 +296,19 @@ async def export_deck(
             max_length=20,
             description="`pdf` (default); `pptx`: editable slides where the page allows, "
             "else the slide's picture, with a per-slide report (`pages`) in the job's result; "
-            "`zip`: the static site, checked in Chromium (as `POST .../build`).",
+            "`zip`: the static site, checked in Chromium (as `POST .../build`); `png`, "
+            "`jpeg`, `webp`: a ZIP of a picture per page with its `manifest.json` (a PNG is "
+            "the one the page's validation rendered).",
         ),
     ] = PDF_FORMAT,
 ) -> JSONResponse:
-    """Export the deck as one PDF (a page per slide, at slide size), `?format=pptx` or
-    `?format=zip` (the static site), as a job.
+    """Export the deck as one PDF (a page per slide, at slide size), `?format=pptx`,
+    `?format=zip` (the static site) or `?format=png|jpeg|webp` (a picture per page), as a job.
 
     The PDF has an outline of the slide titles, working `#slide-N` links and the deck's
     title, author and language. Body (optional): `{"tagged": true}` for a tagged PDF,
     `{"steps": true}` for a page per step of each slide (docs/user-guide.md, "Steps"), in
-    the PDF or the PPTX.
+    the PDF, the PPTX or the pictures.
     """
     if fmt not in OUTPUTS:
         known = ", ".join(OUTPUTS)

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 # What `deckyard render --format` accepts; shared by the command and the pipeline it runs.
-FORMATS = ("png", *OUTPUTS)
+FORMATS = tuple(OUTPUTS)
 CLI_SPARE_TABS = 0
 """A run's renderer keeps no spare tab warm beyond one per slot (`DECKYARD_RENDERER_SPARE_TABS`
 overrides): a deck attempt carries each slot's tab from page to page, and the spare's context,

@@ -15,14 +15,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
+import json
 import logging
 import os
-import re
 import tempfile
 import time
+import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -49,11 +52,16 @@ from deckyard.decks.validation.rules import is_validation_passed
 from deckyard.jobs import Job, JobStatus
 from deckyard.node import Node
 from deckyard.outputs import OUTPUTS
+from deckyard.outputs.images import MANIFEST, PNG, page_stem
+from deckyard.outputs.pptx import PPTX
 from deckyard.render.control.models import RENDER_REQUEST_EVENT
 from deckyard.render.control.result_cache import CacheStats, RenderResultCache
 from deckyard.render.processes import SPARE_TABS_ENV
 from deckyard.render.protocol import ErrorKind, error_kind
 from deckyard.workspaces.store import workspace_ensure
+
+STEPPED = {name for name, output in OUTPUTS.items() if output.stepped}
+"""The formats `--steps` makes a page per step of."""
 
 if TYPE_CHECKING:
     from deckyard.cli.early_renderer import EarlyRenderer
@@ -61,7 +69,6 @@ if TYPE_CHECKING:
 WORKSPACE = "local"
 RENDER_CACHE = "renders"
 """The render cache's folder under the user cache (`cli.render_cache`)."""
-PNG_CONFIG: dict[str, Any] = {"format": "png", "scale": 1.0}
 
 
 class ExitCode(IntEnum):
@@ -156,11 +163,6 @@ def pipeline_settings(work: Path, database_url: str | None, **overrides: Any) ->
         background_loops=True,
         **{**defaults, **overrides},
     )
-
-
-def file_stem(index: int, name: str) -> str:
-    """`NN-name`, unless the page name already starts with a number."""
-    return name if re.match(r"^\d+[-_]", name) else f"{index + 1:02d}-{name}"
 
 
 def _where(d: Any) -> str:
@@ -297,7 +299,11 @@ class Pipeline:
         if job is not None:
             await self.service.runtime.cancel(job.id)
 
-    async def _artefact(self, job: Job, dest: Path, report: RunReport, what: str) -> None:
+    async def _artefact(
+        self, job: Job, dest: Path, report: RunReport, what: str, stem: Callable[[str], str]
+    ) -> None:
+        """Write what export job `job` made to `dest`: the file, or, for a format of a file
+        per page, each page's file into the folder `dest`, named `stem(page)`."""
         done = await self.service.runtime.wait(job.id)
         if done.status != JobStatus.SUCCEEDED:
             code = done.error_code or "FAILED"
@@ -309,13 +315,19 @@ class Pipeline:
         if found is None:
             report.failures.append(f"{what}: job {done.id} has no artefact")
             return
-        await asyncio.to_thread(_write, dest, found[0])
-        report.files.append(dest)
-        if isinstance(done.result, dict):
-            report.warnings.extend(f"{what}: {w}" for w in done.result.get("warnings") or [])
-            if what in OUTPUTS:
-                for slide in done.result.get("pages") or []:
-                    report.slides[str(slide["page"])] = {"mode": slide["mode"], "why": slide["why"]}
+        result = done.result if isinstance(done.result, dict) else {}
+        report.warnings.extend(f"{what}: {w}" for w in result.get("warnings") or [])
+        if OUTPUTS[what].unpacked is not None:
+            written = await asyncio.to_thread(_unpack, found[0], dest, stem)
+            report.files.extend(written.values())
+            if what == PNG.name:
+                report.pngs.update(written)
+        else:
+            await asyncio.to_thread(_write, dest, found[0])
+            report.files.append(dest)
+        if what == PPTX.name:
+            for slide in result.get("pages") or []:
+                report.slides[str(slide["page"])] = {"mode": slide["mode"], "why": slide["why"]}
 
     async def artefacts(
         self,
@@ -325,42 +337,18 @@ class Pipeline:
         site_deck_id: int | None = None,
         steps: StepRun | None = None,
     ) -> None:
-        """Screenshots, the site ZIP and the PDF, written under `out`.
+        """Every output format asked for, each one `deck.export` job, written under `out`.
 
-        The PNGs are the pages that passed; the PDF and the site are made from the deck
-        `site_deck_id` (the passed pages only, when some failed), else from the whole deck.
-        With `steps`, the PNGs, the PDF and the PPTX are of that deck's pages, a page per step.
+        They are made from the deck `site_deck_id` (the passed pages only, when some failed),
+        else from the whole deck; with `steps`, a format of still pages (`stepped`) is made
+        from that deck's pages, a page per step. A format of a file per page (`unpacked`: the
+        pictures) is unpacked into its folder, each page under the name a run gives it.
         """
         deck = await self.service.deck(WORKSPACE, self.deck_id)
         assert deck is not None
         whole = site_deck_id or self.deck_id
-        failed = {row.name for row in report.pages if not row.passed}
+        at = {page.page_name: index for index, page in enumerate(deck.pages)}
         work: list[tuple[Job, Path, str]] = []
-        missing: dict[str, Path] = {}
-        pages_bar = None
-        if "png" in formats and steps is not None:
-            pages_bar = self.progress.add_task("pages", total=len(steps.stems))
-            missing = {name: out / "pages" / f"{stem}.png" for name, stem in steps.stems.items()}
-        elif "png" in formats:
-            pages_bar = self.progress.add_task("pages", total=len(deck.pages))
-            for index, page in enumerate(deck.pages):
-                dest = out / "pages" / f"{file_stem(index, page.page_name)}.png"
-                kept = await self.service.kept_screenshot(deck, page, PNG_CONFIG)
-                if page.page_name in failed:
-                    self.progress.advance(pages_bar)
-                elif kept is not None:
-                    # the render that validated this version made this PNG: no second render
-                    await asyncio.to_thread(_write, dest, kept)
-                    report.files.append(dest)
-                    report.pngs[page.page_name] = dest
-                    self.progress.advance(pages_bar)
-                else:
-                    missing[page.page_name] = dest
-        shots = None
-        if missing:
-            # the pages without one are rendered together, in one deck render
-            shown = steps.deck_id if steps is not None else whole
-            shots = await self.service.screenshot_deck(WORKSPACE, shown, PNG_CONFIG)
         for name in sorted(formats & OUTPUTS.keys()):
             output = OUTPUTS[name]
             if name == PDF_FORMAT and self.export_job is not None:
@@ -376,41 +364,35 @@ class Pipeline:
                     stored=True,
                     print_key=self.print_key if pdf and exported == self.deck_id else None,
                 )
-            work.append((made, out / output.file_name, name))
-        bar = self.progress.add_task("pdf, site", total=len(work)) if work else None
+            dest = out / (output.unpacked or output.file_name)
+            work.append((made, dest, name))
+        bar = self.progress.add_task("outputs", total=len(work)) if work else None
+
+        def stem(page: str) -> str:
+            if steps is not None:
+                return steps.stems[page]
+            return page_stem(at[page], page)
 
         async def one(job: Job, dest: Path, what: str) -> None:
-            await self._artefact(job, dest, report, what)
+            await self._artefact(job, dest, report, what, stem)
             if bar is not None:
                 self.progress.advance(bar)
 
-        async def screenshots(job: Job) -> None:
-            await self._screenshots(job, missing, report)
-            if pages_bar is not None:
-                self.progress.advance(pages_bar, len(missing))
+        await asyncio.gather(*(one(*w) for w in work))
 
-        await asyncio.gather(
-            *(one(*w) for w in work), *([screenshots(shots)] if shots is not None else [])
-        )
 
-    async def _screenshots(self, job: Job, missing: dict[str, Path], report: RunReport) -> None:
-        """Write the PNGs a `deck.screenshots` job rendered for the pages that had none."""
-        done = await self.service.runtime.wait(job.id)
-        if done.status != JobStatus.SUCCEEDED or not isinstance(done.result, dict):
-            code = done.error_code or "FAILED"
-            if error_kind(code) is not ErrorKind.CONTENT and code.startswith("RENDER_"):
-                report.unavailable = True
-            report.failures.append(f"screenshots: {code}: {done.error_message}")
-            return
-        pointers: dict[str, Any] = done.result["pages"]
-        for name, dest in missing.items():
-            data = await self.service.render.store.get(pointers[name]["artifact_key"])
-            if data is None:
-                report.failures.append(f"screenshot {name}: its artefact is gone")
-                continue
-            await asyncio.to_thread(_write, dest, data)
-            report.files.append(dest)
-            report.pngs[name] = dest
+def _unpack(data: bytes, folder: Path, stem: Callable[[str], str]) -> dict[str, Path]:
+    """Write each page's file of a ZIP of a file per page (`outputs.images`) into `folder` as
+    `stem(page)` with the file's own extension, by its `manifest.json`; the paths, by page."""
+    written: dict[str, Path] = {}
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        manifest = json.loads(archive.read(MANIFEST))
+        for page in manifest["pages"]:
+            name, file = str(page["page"]), str(page["file"])
+            dest = folder / f"{stem(name)}{PurePosixPath(file).suffix}"
+            _write(dest, archive.read(file))
+            written[name] = dest
+    return written
 
 
 def _print_document(source: DeckSource, limits: DeckLimits) -> str | None:
@@ -436,16 +418,21 @@ def _passed_only(source: DeckSource, report: RunReport) -> DeckSource | None:
     return source.model_copy(update={"pages": kept}) if kept else None
 
 
-async def _store_passed(service: DeckService, source: DeckSource, report: RunReport) -> int | None:
-    """Store the deck of the pages that passed, for the PDF and the site; None when every page
-    passed (the whole deck is used) or none did."""
+async def _store_passed(
+    service: DeckService, deck_id: int, source: DeckSource, report: RunReport
+) -> int | None:
+    """Store the deck of the pages that passed, for the outputs; None when every page passed
+    (the whole deck is used) or none did. Its pages take the pictures their validation
+    rendered in deck `deck_id` (`share_pictures`): its PNGs are not rendered again."""
     report.left_out = [r.name for r in report.pages if not r.passed]
     if not report.left_out:
         return None
     passed = _passed_only(source, report)
     if passed is None:
         return None
-    return (await service.create_deck(WORKSPACE, passed)).deck_id
+    created = (await service.create_deck(WORKSPACE, passed)).deck_id
+    await service.share_pictures(WORKSPACE, deck_id, created)
+    return created
 
 
 async def _store_steps(
@@ -466,7 +453,7 @@ async def _store_steps(
         mark = split_step(page)[1]
         assert mark is not None
         slide = slide_name(page.name, mark)
-        stem = file_stem(at[slide], slide)
+        stem = page_stem(at[slide], slide)
         stems[page.name] = f"{stem}{STEP_SUFFIX}{mark.step}" if mark.step else stem
     return StepRun(created.deck_id, stems)
 
@@ -567,13 +554,15 @@ async def run_pipeline(
                         elif strict and failed:
                             report.withheld = True
                         else:
-                            site_deck = await _store_passed(service, source, report)
+                            site_deck = await _store_passed(
+                                service, created.deck_id, source, report
+                            )
                             if report.left_out:
                                 # the early PDF is of the whole deck, failed pages included
                                 await pipeline.drop_unused_export()
                             if site_deck is not None or not report.left_out:
                                 stepped = None
-                                if steps and formats & {"png", "pdf", *OUTPUTS}:
+                                if steps and formats & STEPPED:
                                     stepped = await _store_steps(service, source, report, limits)
                                 await pipeline.artefacts(out, formats, report, site_deck, stepped)
                     finally:
@@ -618,7 +607,7 @@ def print_summary(report: RunReport, console: Console) -> None:
             console.print(f"  pptx: {name}: picture, {slide['why']}", markup=False)
     if report.left_out and report.files:
         console.print(
-            f"  left out of the PDF and the site, and no PNG: {', '.join(report.left_out)} "
+            f"  left out of every output: {', '.join(report.left_out)} "
             "(failed; marked in deckyard-manifest.json)",
             markup=False,
         )

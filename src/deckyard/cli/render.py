@@ -56,7 +56,12 @@ def render(
     ],
     out: Annotated[Path, typer.Option("--out", help="Where to write the artefacts.")],
     formats: Annotated[
-        str, typer.Option("--format", help="Comma-separated: png (pages), pdf, zip (site), pptx.")
+        str,
+        typer.Option(
+            "--format",
+            help="Comma-separated: png, jpeg, webp (a picture per page, in pages/), pdf, zip "
+            "(site), pptx.",
+        ),
     ] = "png,pdf,zip",
     database_url: Annotated[
         str | None,

@@ -11,6 +11,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy.ext.asyncio import AsyncConnection
+
 from deckyard.clock import SYSTEM_CLOCK, Clock
 from deckyard.config import Settings
 from deckyard.db import Database
@@ -28,9 +30,8 @@ from deckyard.decks.jobs.names import (
     DeckEvent,
     DeckJobKind,
 )
-from deckyard.decks.jobs.page_jobs import PageJobs, slide_spec_for
+from deckyard.decks.jobs.page_jobs import PageJobs
 from deckyard.decks.jobs.publish import publish_task
-from deckyard.decks.jobs.screenshots import kept_screenshot
 from deckyard.decks.jobs.site_jobs import SiteJobs
 from deckyard.decks.offload import Offload, source_bytes
 from deckyard.decks.page_edits import PageEdits
@@ -45,6 +46,7 @@ from deckyard.decks.store import (
     deck_list,
     page_find,
     page_version_by_number,
+    page_version_set_screenshot,
     page_versions_list,
 )
 from deckyard.decks.validation.page_check import PageValidator
@@ -243,15 +245,34 @@ class DeckService:
             DeckJobKind.PAGE_SCREENSHOT, payload, workspace_id, f"{version_id}:{digest}"
         )
 
-    async def kept_screenshot(
-        self, deck: DeckRow, version: PageVersionRow, config: dict[str, Any]
-    ) -> bytes | None:
-        """The version's screenshot at `config` if one was rendered already (its validation,
-        say), read from the store without a job or a render; None otherwise."""
-        if version.compiled is None:
-            return None
-        spec = slide_spec_for(version.compiled, deck.manifest.get("slide") or {}, config)
-        return await kept_screenshot(version.screenshot, spec, self.render.store)
+    async def share_pictures(self, workspace_id: str, source_id: int, target_id: int) -> int:
+        """Give each page version of deck `target_id` whose compiled document is a page's of
+        deck `source_id` that page's picture pointer: the picture is of the same document (a
+        pointer names the render's content hash, so it is only ever used for a spec it
+        renders). How many were given. `deckyard render` does this for the deck of the pages
+        that passed, so its pictures are the ones their validation rendered."""
+        source = await self.deck(workspace_id, source_id)
+        target = await self.deck(workspace_id, target_id)
+        if source is None or target is None:
+            return 0
+        pictures = {
+            v.compiled_sha256: v.screenshot
+            for v in source.pages
+            if v.compiled_sha256 is not None and v.screenshot is not None
+        }
+        given = [
+            (v.id, pictures[v.compiled_sha256])
+            for v in target.pages
+            if v.screenshot is None and v.compiled_sha256 in pictures
+        ]
+
+        async def point(conn: AsyncConnection) -> None:
+            for version_id, pointer in given:
+                await page_version_set_screenshot(conn, version_id, pointer)
+
+        if given:
+            await self.db.write(point)
+        return len(given)
 
     async def build(self, workspace_id: str, deck_id: int) -> Job:
         """Enqueue the site ZIP: `deck.export` of `zip`."""

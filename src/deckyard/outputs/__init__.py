@@ -3,13 +3,14 @@
 jobs look formats up in. Adding a format means its module and one line here.
 
 The registry holds the formats `deck.export` makes: the PDF (from the printed deck), the PPTX
-(from the rendered pages and their layouts) and the site ZIP (from the compiled pages, then
-checked as a site). A page's PNG is the picture its validation rendered (or `deck.screenshots`
-renders), one file per page, not a deck-wide file: it is not a format here.
+(from the rendered pages and their layouts), the site ZIP (from the compiled pages, then
+checked as a site) and the pictures, PNG, JPEG or WebP (a ZIP of a picture per page, a PNG
+being the one its validation rendered).
 """
 
 from __future__ import annotations
 
+from deckyard.outputs.images import JPEG, PNG, WEBP
 from deckyard.outputs.interface import (
     NOTES_CLASS,
     SLIDE_ANCHOR_PREFIX,
@@ -18,6 +19,7 @@ from deckyard.outputs.interface import (
     Needs,
     OutputFile,
     OutputFormat,
+    PageImage,
     PageInput,
     Printed,
     Verify,
@@ -26,7 +28,7 @@ from deckyard.outputs.pdf import PDF
 from deckyard.outputs.pptx import PPTX
 from deckyard.outputs.site import SITE
 
-OUTPUTS: dict[str, OutputFormat] = {PDF.name: PDF, PPTX.name: PPTX, SITE.name: SITE}
+OUTPUTS: dict[str, OutputFormat] = {f.name: f for f in (PDF, PPTX, SITE, PNG, JPEG, WEBP)}
 """Every registered output format, by name (the first is the export's default)."""
 
 __all__ = [
@@ -38,6 +40,7 @@ __all__ = [
     "Needs",
     "OutputFile",
     "OutputFormat",
+    "PageImage",
     "PageInput",
     "Printed",
     "Verify",

@@ -2,7 +2,8 @@
 
 A format turns a deck, as the deck job gathered it (`DeckInput`: the manifest's facts and
 what the format's `needs` asked for: per page, its PNG, its layout and its speaker notes; or
-the print document and Chromium's PDF of it; or every page's compiled document, unrendered),
+per page, its picture at the format's settings; or the print document and Chromium's PDF of
+it; or every page's compiled document, unrendered),
 into one file (`OutputFile`: the bytes, a per-page report, warnings and facts for the job's
 result). The caller (the `deck.export` job) does the rendering, the checking the format's
 `verify` names, and the storing; a format only builds, off the event loop, and never talks to
@@ -35,6 +36,11 @@ class Needs(StrEnum):
 
     COMPILED = "compiled"
     """Every page's compiled document, with no render (`DeckInput.compiled`)."""
+
+    PAGE_IMAGES = "page_images"
+    """Every page's picture at the format's `picture` settings (`DeckInput.images`): the
+    picture an earlier render of the same page and settings made (its validation's, for a
+    PNG at scale 1) where there is one, the others rendered in one deck render."""
 
 
 class Verify(StrEnum):
@@ -75,6 +81,15 @@ class PageInput:
 
 
 @dataclass(frozen=True)
+class PageImage:
+    """One page's picture: the page's name, its position in the deck, its encoded bytes."""
+
+    name: str
+    index: int
+    data: bytes
+
+
+@dataclass(frozen=True)
 class Printed:
     """The compiled print document and the PDF Chromium printed from it."""
 
@@ -86,7 +101,7 @@ class Printed:
 class DeckInput:
     """What a format builds from: the deck's metadata, slide size in CSS pixels, its slide
     count, its version (`{deck id}.{deck version}`), and what `needs` asked for (`pages`,
-    `printed` or `compiled`)."""
+    `images`, `printed` or `compiled`)."""
 
     title: str
     author: str | None
@@ -97,6 +112,7 @@ class DeckInput:
     pages: list[PageInput] = field(default_factory=list)
     printed: Printed | None = None
     compiled: list[CompiledInput] = field(default_factory=list)
+    images: list[PageImage] = field(default_factory=list)
     version: str | None = None
     budget_bytes_per_slide: int = 0
     """A file size a slide may take before the format warns (0: no budget)."""
@@ -139,6 +155,19 @@ class OutputFormat(Protocol):
     @property
     def verify(self) -> Verify:
         """What the deck job checks of the built file before storing it."""
+        ...
+
+    @property
+    def picture(self) -> dict[str, Any] | None:
+        """With `Needs.PAGE_IMAGES`: the screenshot settings of each page's picture (`format`,
+        `scale`, ...); None for a format that needs no pictures."""
+        ...
+
+    @property
+    def unpacked(self) -> str | None:
+        """The folder under OUT that `deckyard render` unpacks the file into (a ZIP of one
+        file per page, each named in its `manifest.json`), None when it writes the file as
+        it is (to `file_name`)."""
         ...
 
     @property

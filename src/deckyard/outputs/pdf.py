@@ -22,6 +22,8 @@ class PdfFormat:
     needs = Needs.PRINTED
     verify = Verify.NONE
     stepped = True
+    picture = None
+    unpacked = None
 
     async def make(self, deck: DeckInput) -> OutputFile:
         """Make the printed PDF navigable (in a thread: pikepdf rewrites the whole file)."""

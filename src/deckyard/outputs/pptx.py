@@ -22,6 +22,8 @@ class PptxFormat:
     needs = Needs.PAGE_LAYOUTS
     verify = Verify.NONE
     stepped = True
+    picture = None
+    unpacked = None
 
     async def make(self, deck: DeckInput) -> OutputFile:
         """Build the PPTX in a thread (python-pptx and Pillow are blocking and CPU-bound)."""

@@ -24,6 +24,8 @@ class SiteFormat:
     needs = Needs.COMPILED
     verify = Verify.SITE
     stepped = False
+    picture = None
+    unpacked = None
 
     async def make(self, deck: DeckInput) -> OutputFile:
         """Build the ZIP in a thread (it deflates every page document)."""

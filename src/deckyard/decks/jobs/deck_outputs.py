@@ -10,6 +10,10 @@ by default), rendered as the format's `needs` say, built, checked as its `verify
 * `Needs.COMPILED` (the site ZIP): every page compiled, no render (with `"compiled": "stored"`
   in the payload, the versions' stored compiles: the deck is not compiled again);
   `Verify.SITE` then checks the ZIP as a site (`site_check`) before it is stored.
+* `Needs.PAGE_IMAGES` (PNG, JPEG, WebP): every page's picture at the format's settings
+  (`DeckPageJobs.pictures`, as `deck.screenshots` makes them): a version whose pointer already
+  has it (a PNG's validation render) is not rendered again, the others are, in one deck render;
+  a version whose validation failed is left out. With `steps`, the step pages are rendered.
 
 With `steps` in the payload the deck is first expanded into a page per step
 (`compile.steps.step_deck`) and those pages are compiled and rendered instead of the stored
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from pathlib import PurePosixPath
 from typing import Any
 
 from bs4 import BeautifulSoup
@@ -38,7 +43,7 @@ from deckyard.db import Database
 from deckyard.decks.compile.documents import compile_deck, compile_print_document
 from deckyard.decks.compile.steps import step_deck
 from deckyard.decks.errors import CompileError
-from deckyard.decks.jobs.deck_pages import STORED, stored_compiles
+from deckyard.decks.jobs.deck_pages import STORED, DeckPageJobs, stored_compiles
 from deckyard.decks.jobs.handler_support import load_deck, refused, workspace_of
 from deckyard.decks.jobs.names import PDF_FORMAT, DeckEvent, DeckJobErrorCode
 from deckyard.decks.jobs.page_jobs import slide_spec_for
@@ -54,10 +59,13 @@ from deckyard.outputs import (
     CompiledInput,
     DeckInput,
     Needs,
+    OutputFormat,
+    PageImage,
     PageInput,
     Printed,
     Verify,
 )
+from deckyard.outputs.images import PNG
 from deckyard.outputs.site import SITE
 from deckyard.render.control.models import ScreenshotSpec
 
@@ -96,6 +104,7 @@ class DeckOutputs:
         self.store = store
         self.validator = validator
         self.limits = limits
+        self.pictures = DeckPageJobs(db, store, validator)
 
     async def export(self, ctx: JobContext) -> dict[str, Any]:
         """Make the payload's `format` of the deck; see the module doc."""
@@ -134,6 +143,9 @@ class DeckOutputs:
         elif output.needs is Needs.COMPILED:
             compiled = self._compiled(row, source, stored=ctx.payload.get("compiled") == STORED)
             deck = DeckInput(*facts, len(compiled), compiled=compiled, version=version)
+        elif output.needs is Needs.PAGE_IMAGES:
+            images = await self._images(ctx, row, source, output, stepped=stepped)
+            deck = DeckInput(*facts, len(images), images=images, version=version)
         else:
             pages = await self._pages(ctx, row, source, stepped=stepped)
             deck = DeckInput(*facts, len(pages), pages=pages, version=version)
@@ -143,7 +155,8 @@ class DeckOutputs:
             size = (source.width, source.height)
             gateway = self.validator.gateway
             checked = await check_site(ctx, gateway, self.settings, made.data, size, workspace)
-        key = f"decks/{workspace}/{deck_id}/export-job-{ctx.id}.{output.name}"
+        suffix = PurePosixPath(output.file_name).suffix or f".{output.name}"
+        key = f"decks/{workspace}/{deck_id}/export-job-{ctx.id}{suffix}"
         await self.store.put(key, made.data)
         for warning in made.warnings:
             await ctx.emit(DeckEvent.OUTPUT_WARNING, {"format": output.name, "message": warning})
@@ -216,6 +229,41 @@ class DeckOutputs:
             layout = (outcome.result.get("diagnostics") or {}).get("layout")
             pages.append(PageInput(name, png, layout, page_notes(html)))
         return pages
+
+    async def _images(
+        self,
+        ctx: JobContext,
+        row: DeckRow,
+        source: DeckSource,
+        output: OutputFormat,
+        *,
+        stepped: bool,
+    ) -> list[PageImage]:
+        """Every page's picture at `output.picture`; with `stepped`, every step page's,
+        rendered here."""
+        config = dict(output.picture or {})
+        if stepped:
+            slide = row.manifest.get("slide") or {}
+            documents = self._documents(row, source, stepped=True)
+            specs = [slide_spec_for(html, slide, config) for _, html in documents]
+            outcomes = await render_specs(self.validator, ctx, specs)
+            images: list[PageImage] = []
+            for index, ((name, _html), outcome) in enumerate(zip(documents, outcomes, strict=True)):
+                if outcome.error_code is not None or not outcome.result:
+                    code = outcome.error_code or "RENDER_RESULT_LOST"
+                    raise refused(code, f"{name}: {outcome.message or code}")
+                data = await self._rendered(outcome.result["artifact_key"], f"{name}: picture")
+                images.append(PageImage(name, index, data))
+            return images
+        # a version keeps one picture: the PNG at the validation's settings
+        keep = output is PNG
+        pictures = await self.pictures.pictures(ctx, row, config, row.pages, keep=keep)
+        images = []
+        for index, version in enumerate(row.pages):
+            key = pictures.pointers[version.page_name]["artifact_key"]
+            data = await self._rendered(key, f"{version.page_name}: picture")
+            images.append(PageImage(version.page_name, index, data))
+        return images
 
     def _compiled(self, row: DeckRow, source: DeckSource, *, stored: bool) -> list[CompiledInput]:
         """Every page compiled: the versions' stored compiles (`stored_compiles`) when the

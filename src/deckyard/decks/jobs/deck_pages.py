@@ -17,6 +17,7 @@ request and their pointers set at the job's finish.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -43,6 +44,17 @@ from deckyard.decks.validation.deck_check import check_pages, render_specs
 from deckyard.decks.validation.page_check import PageCheck, PageValidator
 from deckyard.decks.validation.rules import is_validation_passed
 from deckyard.jobs import JobContext, JobError
+
+
+@dataclass(frozen=True)
+class Pictures:
+    """The pictures `DeckPageJobs.pictures` found or made: each page's pointer, by name, and
+    how many were rendered and how many reused."""
+
+    pointers: dict[str, dict[str, Any]]
+    rendered: int
+    reused: int
+
 
 STORED = "stored"
 """`"compiled": "stored"` in a deck job's payload: its pages' stored compiles are current."""
@@ -125,11 +137,31 @@ class DeckPageJobs:
         workspace = workspace_of(ctx)
         row, _source = await load_deck(self.db, int(ctx.payload["deck_id"]), workspace)
         config: dict[str, Any] = dict(ctx.payload.get("config") or {})
+        pictures = await self.pictures(ctx, row, config, row.pages)
+        return {
+            "deck_id": row.id,
+            "rendered": pictures.rendered,
+            "reused": pictures.reused,
+            "pages": pictures.pointers,
+        }
+
+    async def pictures(
+        self,
+        ctx: JobContext,
+        row: DeckRow,
+        config: dict[str, Any],
+        versions: list[PageVersionRow],
+        *,
+        keep: bool = True,
+    ) -> Pictures:
+        """A picture of each of `versions` at `config`: a version whose pointer already renders
+        that spec keeps it, the others are rendered in one deck request and, with `keep`,
+        become their versions' pointers when the job succeeds (a version has one). Refuses a
+        version that did not compile, and the first render that failed."""
         slide = row.manifest.get("slide") or {}
         pointers: dict[int, dict[str, Any]] = {}
         todo: list[tuple[PageVersionRow, Any]] = []
-        reused = 0
-        for version in row.pages:
+        for version in versions:
             if version.compiled is None:
                 raise JobError(
                     DeckJobErrorCode.NOT_COMPILED,
@@ -140,9 +172,9 @@ class DeckPageJobs:
             kept = await reusable_pointer(version.screenshot, spec, self.store)
             if kept is not None:
                 pointers[version.id] = kept
-                reused += 1
             else:
                 todo.append((version, spec))
+        reused = len(pointers)
         outcomes = await render_specs(self.validator, ctx, [spec for _v, spec in todo])
         fresh: dict[int, dict[str, Any]] = {}
         for (version, spec), outcome in zip(todo, outcomes, strict=True):
@@ -159,11 +191,9 @@ class DeckPageJobs:
                 if not await page_version_set_screenshot(conn, version_id, pointer):
                     raise RuntimeError(f"page version {version_id} is gone")
 
-        ctx.on_success(point)
+        if keep:
+            ctx.on_success(point)
         pointers.update(fresh)
-        return {
-            "deck_id": row.id,
-            "rendered": len(fresh),
-            "reused": reused,
-            "pages": {v.page_name: pointers[v.id] for v in row.pages},
-        }
+        return Pictures(
+            {v.page_name: pointers[v.id] for v in versions}, rendered=len(fresh), reused=reused
+        )

@@ -218,7 +218,7 @@ async def test_drill4_png_after_lease_expiry_is_refused_new_attempt_wins(
         await eventually(refused, timeout=20, every=0.05)
         attempts = await plane.service.attempts(req_id)
         assert [a.status for a in attempts] == [AttemptState.LOST, AttemptState.SUCCEEDED]
-        assert committer.stats.refused_keys == [attempts[0].attempt_key]
+        assert committer.stats.refused_keys == [f"{attempts[0].attempt_key}#p0"]  # its page
         assert done.result["attempt_key"] == attempts[1].attempt_key
         assert await plane.results() == [done.result["artifact_key"]]
         assert set(plane.proxy.artifacts_served) == {a.attempt_key for a in attempts}

@@ -47,6 +47,7 @@ from deckyard.render.control.store import (
     request_insert,
     request_retry,
 )
+from deckyard.render.protocol import ChangesAnswer
 from tests.integration.render.fake_renderer import FakeFleet, FakeRenderer
 
 SECRET = "integration-secret-0123456789"
@@ -678,3 +679,41 @@ async def test_a_one_page_request_fails_as_its_page_did_and_a_retry_renders_it_a
         AttemptState.FAILED,
         AttemptState.SUCCEEDED,
     ]
+
+
+async def test_an_attempt_its_last_page_ended_costs_no_further_write(
+    plane: Plane, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The commit of a request's last page ends its attempt and the request: the terminal
+    receipt that follows (a pass, a change answer) starts no end of its own (one write
+    transaction fewer per render) and no second `render.result`."""
+    p = plane
+    ends: list[str] = []
+    committer = p.coordinator.committer
+    end = committer._end
+
+    async def counted(attempt: Any, receipt: Any) -> None:
+        ends.append(attempt.attempt_key)
+        await end(attempt, receipt)
+
+    monkeypatch.setattr(committer, "_end", counted)
+    req = await p.request()
+    await p.coordinator.probe_once()
+    await p.coordinator.dispatch_once()
+    [attempt] = await p.active()
+    p.renderers[0].set_all("succeeded")
+    await p.coordinator.receipts_once()
+    await p.settle_results()
+    assert (await p.get(req)).status is RequestStatus.SUCCEEDED
+    assert committer.ended(attempt.attempt_key)
+    # the same terminal receipt again, as a change answer carries it
+    receipts = await p.coordinator.client.receipts("http://r1", SECRET, [attempt.attempt_key])
+    assert receipts is not None
+    poller = p.coordinator.receipts
+    poller.expect(attempt)
+    answer = ChangesAnswer(changes=1, busy=0, epoch="epoch-1", receipts=receipts, complete=True)
+    source = RendererSource("http://r1", "http://r1", SECRET)
+    assert poller.take_ended(source, answer)
+    await p.settle_results()
+    assert ends == []
+    assert committer.stats.committed == 1 and committer.stats.refused == 0

@@ -31,7 +31,7 @@ import functools
 import hashlib
 import logging
 import uuid
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -81,6 +81,7 @@ from deckyard.render.protocol import (
 
 log = logging.getLogger(__name__)
 LIVE = (AttemptStatus.ACCEPTED, AttemptStatus.RUNNING, AttemptStatus.CLEANING)
+ENDED_KEPT = 1024
 
 
 def page_artifact_key(attempt: RenderAttempt, index: int, fmt: str) -> str:
@@ -100,6 +101,8 @@ class Outcome(enum.Enum):
     """What became of one finished page in a sync."""
 
     COMMITTED = "committed"
+    LAST = "last"
+    """Committed, and the request's last page: the attempt and the request ended with it."""
     DECIDED = "decided"
     """Refused by the CAS, or left pending for the next attempt: not looked at again."""
     OPEN = "open"
@@ -123,6 +126,18 @@ class PageCommitter:
         self.store = store
         self.clock = clock
         self.stats = ResultStats()
+        self._ended: OrderedDict[str, None] = OrderedDict()
+        """The last `ENDED_KEPT` attempts whose end this process committed (with their last
+        page, or as `_end`): a receipt of one that comes later has nothing left to do."""
+
+    def ended(self, attempt_key: str) -> bool:
+        """Whether this process already committed the attempt's end."""
+        return attempt_key in self._ended
+
+    def _note_ended(self, attempt_key: str) -> None:
+        self._ended[attempt_key] = None
+        while len(self._ended) > ENDED_KEPT:
+            self._ended.popitem(last=False)
 
     async def sync(
         self,
@@ -132,8 +147,9 @@ class PageCommitter:
         decided: set[int],
         inline: dict[int, bytes] | None = None,
     ) -> bool:
-        """Commit the pages of `receipt` not in `decided` (adding them), then end if terminal;
-        True when this committed a page (the span's `deckyard.render.committed`).
+        """Commit the pages of `receipt` not in `decided` (adding them), then end the attempt if
+        the receipt is terminal and its last page's commit did not already; True when this
+        committed a page (the span's `deckyard.render.committed`).
 
         `inline`: page bytes a change answer carried, by index; a page without them is
         downloaded.
@@ -141,20 +157,27 @@ class PageCommitter:
         fresh = [p for p in receipt.pages or [] if p.index not in decided]
         gate = asyncio.Semaphore(max(1, len(attempt.slots)))
         given = inline or {}
-        committed = False
+        outcomes: list[Outcome] = []
 
         async def one(page: PageReceipt) -> None:
-            nonlocal committed
             async with gate:
                 outcome = await self._commit_page(attempt, page, source, given.get(page.index))
             if outcome is not Outcome.OPEN:
                 decided.add(page.index)
-            committed = committed or outcome is Outcome.COMMITTED
+            outcomes.append(outcome)
 
         await asyncio.gather(*(one(p) for p in fresh))
-        if receipt.status.terminal and all(p.index in decided for p in receipt.pages or []):
+        key = attempt.attempt_key
+        if Outcome.LAST in outcomes:
+            self._note_ended(key)
+        elif (
+            receipt.status.terminal
+            and not self.ended(key)
+            and all(p.index in decided for p in receipt.pages or [])
+        ):
             await self._end(attempt, receipt)
-        return committed
+            self._note_ended(key)
+        return Outcome.COMMITTED in outcomes or Outcome.LAST in outcomes
 
     async def _commit_page(
         self,
@@ -242,7 +265,7 @@ class PageCommitter:
     ) -> Outcome:
         try:
             async with self.db.write_transaction() as conn:
-                await page_commit(
+                last = await page_commit(
                     self.db,
                     conn,
                     attempt,
@@ -265,7 +288,7 @@ class PageCommitter:
                 await self.store.delete(key)
             raise
         self.stats.committed += 1
-        return Outcome.COMMITTED
+        return Outcome.LAST if last else Outcome.COMMITTED
 
     async def _end(self, attempt: RenderAttempt, receipt: Receipt) -> None:
         """End an attempt the renderer finished, unless its last page's commit already did."""
@@ -610,6 +633,9 @@ class ReceiptPoller:
         timed pass (their bytes are downloaded then).
         """
         key = attempt.attempt_key
+        decided = self._decided.get(key, set())
+        if self.committer.ended(key) and all(p.index in decided for p in receipt.pages or []):
+            return  # its end is committed and it brings no page: nothing to do, no write
         running = self._syncing.get(key)
         if running is not None and not running.done():
             kept = self._resync.get(key)

@@ -421,8 +421,13 @@ class AttemptRegistry:
             self.changes.bump(attempt.attempt_id)
 
         async def slot() -> None:
+            # Each slot's first page starts even if a drain began after the admission (the
+            # attempt was taken: it runs until the drain's bound, as a one-page render must,
+            # however late its task starts); a drain stops a slot only between pages.
             carry = DeckTab(self._settings.renderer_tab_reuse_limit)
             try:
+                if queue:
+                    await page(queue.pop(), carry)
                 while queue and not self.draining:
                     await page(queue.pop(), carry)
             finally:

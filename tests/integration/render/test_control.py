@@ -116,6 +116,14 @@ class Plane:
     async def settle_results(self) -> None:
         await self.coordinator.receipts.stop()
 
+    async def end_all(self, status: str) -> None:
+        """Post what is due, let the renderer end every attempt `status`, and commit that."""
+        await self.coordinator.probe_once()
+        await self.coordinator.dispatch_once()
+        self.renderers[0].set_all(status)
+        await self.coordinator.receipts_once()
+        await self.settle_results()
+
 
 def make_plane(db: Database, tmp_path: Path, *renderers: FakeRenderer, **over: Any) -> Plane:
     s = settings(**over)
@@ -641,11 +649,7 @@ async def test_a_one_page_request_fails_as_its_page_did_and_a_retry_renders_it_a
     the same way), and a retry of the request clears the committed page and renders it again."""
     p = plane
     req = await p.request()
-    await p.coordinator.probe_once()
-    await p.coordinator.dispatch_once()
-    p.renderers[0].set_all("failed")
-    await p.coordinator.receipts_once()
-    await p.settle_results()
+    await p.end_all("failed")
     failed = await p.get(req)
     assert (failed.status, failed.error_code, failed.attempts) == (
         RequestStatus.FAILED,
@@ -666,10 +670,7 @@ async def test_a_one_page_request_fails_as_its_page_did_and_a_retry_renders_it_a
         )
         [page] = await pages_of_request(conn, req)
     assert (page.committed, page.error_code, page.result) == (False, None, None)
-    await p.coordinator.dispatch_once()
-    p.renderers[0].set_all("succeeded")
-    await p.coordinator.receipts_once()
-    await p.settle_results()
+    await p.end_all("succeeded")
     done = await p.get(req)
     assert (done.status, done.error_code) == (RequestStatus.SUCCEEDED, None)
     assert done.result["request_id"] == req

@@ -1,17 +1,19 @@
 """The composition root: one process's Deckyard, built and started in a fixed order.
 
-`Node` builds Database → Runtime → tasks → render control plane → decks → AI, then starts them
-in that order (migrating first when `migrate_on_start` is set) and stops them in reverse. Added
-components start last and stop first. The API's lifespan, `deckyard render`/`validate` and
-`deckyard baseline` all run a `Node`; the API only adds HTTP on top (its housekeeping loop
-joins through `Node.add`). Nothing here knows about HTTP.
+`RenderNode` builds Database → Runtime → tasks → render control plane → decks; `Node` adds AI,
+external workers, retention and webhooks. Each starts its components in that order (migrating
+first when `migrate_on_start` is set) and stops them in reverse. Added components start last and
+stop first. The API's lifespan and `deckyard baseline` run a `Node` (the API only adds HTTP on
+top; its housekeeping loop joins through `Node.add`); `deckyard render` and `validate` run a
+`RenderNode`: a render uses none of the rest, whose construction and loops only cost a run its
+start. Nothing here knows about HTTP.
 """
 
 from __future__ import annotations
 
 import logging
 from types import TracebackType
-from typing import Protocol
+from typing import Protocol, Self
 
 from deckyard import __version__
 from deckyard.ai.errors import AI_QUEUE
@@ -50,8 +52,9 @@ class Component(Protocol):
         ...
 
 
-class Node:
-    """Every component of one Deckyard process, wired together.
+class RenderNode:
+    """The components a render pipeline needs, wired together: database, job runtime, tasks,
+    the render control plane and decks (what `deckyard render` and `validate` run).
 
     Construction opens nothing but the engine (the database is touched in `start()`); handlers
     and workers are registered then, so `runtime.handlers` is complete before anything runs.
@@ -80,22 +83,31 @@ class Node:
         self.decks = DeckService(
             self.db, self.runtime, self.render, self.tasks, settings, clock=clock
         )
-        self.ai = AiService(self.db, self.runtime, self.decks, settings, clock=clock)
-        self.external = ExternalWorkers(self.runtime, settings)
-        self.retention = Retention(self.db, self.render.store, settings, clock)
-        self.webhooks = WebhookService(
-            self.db, self.runtime, settings, clock, renders=self.render.kept_finished_after
-        )
+        self._build_more()
+        self._workers()
+        self.extras: list[Component] = []
+        self.started = False
+
+    def _build_more(self) -> None:
+        """Build the components beyond the render pipeline (`Node`'s), before the workers."""
+
+    def _workers(self) -> None:
+        """Register the job workers: every queue with a handler but the deck queue's, then the
+        deck queue's (`deck_job_concurrency`)."""
+        self._other_queues_worker()
+        self.runtime.worker([DECK_QUEUE], concurrency=self.settings.deck_job_concurrency)
+
+    def _other_queues_worker(self) -> None:
         queues = {h.queue for h in self.runtime.handlers.values()}
         if rest := sorted(queues - {DECK_QUEUE, AI_QUEUE, WEBHOOK_QUEUE}):
             # every other queue with a handler (an empty list would mean every queue)
             self.runtime.worker(rest)
-        self.runtime.worker([WEBHOOK_QUEUE], concurrency=settings.webhook_concurrency)
-        self.runtime.worker([DECK_QUEUE], concurrency=settings.deck_job_concurrency)
-        if self.ai.configured:
-            self.runtime.worker([AI_QUEUE], concurrency=settings.ai_job_concurrency)
-        self.extras: list[Component] = []
-        self.started = False
+
+    @property
+    def services(self) -> list[Component]:
+        """The components beyond the render pipeline that run loops (`Node`'s), started after
+        the render control plane and before the extras."""
+        return []
 
     def add(self, component: Component) -> None:
         """Run `component` too: started after the rest, stopped before them."""
@@ -106,7 +118,7 @@ class Node:
     @property
     def loop_owners(self) -> list[Runtime | TaskExecutor | RenderService | Component]:
         """Every component that runs loops, in start order (for `/readyz`, metrics, baseline)."""
-        return [self.runtime, self.tasks, self.render, self.retention, self.webhooks, *self.extras]
+        return [self.runtime, self.tasks, self.render, *self.services, *self.extras]
 
     @property
     def loops(self) -> list[Loop]:
@@ -114,7 +126,8 @@ class Node:
         return [loop for owner in self.loop_owners for loop in owner.loops]
 
     async def start(self) -> None:
-        """Migrate (when configured), then start runtime, tasks, render, extras in that order."""
+        """Migrate (when configured), then start runtime, tasks, render, the services and the
+        extras in that order."""
         if self.started:
             return
         s = self.settings
@@ -124,10 +137,8 @@ class Node:
         await self.tasks.start(run_loops=s.background_loops)
         if s.background_loops:
             await self.render.start()
-            self.retention.start()
-            self.webhooks.start()
-            for extra in self.extras:
-                extra.start()
+            for component in [*self.services, *self.extras]:
+                component.start()
         self.started = True
         log.info(
             "deckyard %s ready on %s; loops: %s",
@@ -139,20 +150,21 @@ class Node:
     async def stop(self) -> None:
         """Stop everything in reverse start order and close the database."""
         try:
-            for extra in reversed(self.extras):
-                await extra.stop()
-            await self.webhooks.stop()
-            await self.retention.stop()
+            for component in reversed([*self.services, *self.extras]):
+                await component.stop()
             await self.render.stop()
             await self.tasks.stop()
             await self.runtime.stop()
-            await self.ai.close()
+            await self._close_more()
             await self.decks.close()
         finally:
             await self.db.dispose()
             self.started = False
 
-    async def __aenter__(self) -> Node:
+    async def _close_more(self) -> None:
+        """Close what the components beyond the render pipeline hold (clients)."""
+
+    async def __aenter__(self) -> Self:
         try:
             await self.start()
         except BaseException:
@@ -167,3 +179,32 @@ class Node:
         tb: TracebackType | None,
     ) -> None:
         await self.stop()
+
+
+class Node(RenderNode):
+    """Every component of one Deckyard process: the render pipeline (`RenderNode`), and AI,
+    external workers, retention and webhooks (what `deckyard serve` and the API run)."""
+
+    def _build_more(self) -> None:
+        settings, clock = self.settings, self.clock
+        self.ai = AiService(self.db, self.runtime, self.decks, settings, clock=clock)
+        self.external = ExternalWorkers(self.runtime, settings)
+        self.retention = Retention(self.db, self.render.store, settings, clock)
+        self.webhooks = WebhookService(
+            self.db, self.runtime, settings, clock, renders=self.render.kept_finished_after
+        )
+
+    def _workers(self) -> None:
+        settings = self.settings
+        self._other_queues_worker()
+        self.runtime.worker([WEBHOOK_QUEUE], concurrency=settings.webhook_concurrency)
+        self.runtime.worker([DECK_QUEUE], concurrency=settings.deck_job_concurrency)
+        if self.ai.configured:
+            self.runtime.worker([AI_QUEUE], concurrency=settings.ai_job_concurrency)
+
+    @property
+    def services(self) -> list[Component]:
+        return [self.retention, self.webhooks]
+
+    async def _close_more(self) -> None:
+        await self.ai.close()

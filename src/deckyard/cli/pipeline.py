@@ -1,6 +1,6 @@
 """The whole deck pipeline in one process, for `deckyard render` and `deckyard validate`.
 
-A `Node` runs in process (database, job runtime, render control plane with one supervised
+A `RenderNode` runs in process (database, job runtime, render control plane with one supervised
 renderer, deck service), on an embedded SQLite in the output folder unless a database URL is
 given. The deck goes through the same durable jobs as the HTTP API's publish: `deck.validate`
 (every page in one deck render request: one admission, one lease, pages in parallel on the
@@ -50,7 +50,7 @@ from deckyard.decks.source.markdown_file import is_markdown_file
 from deckyard.decks.validation.result import Severity, ValidationResult, ValidationStatus
 from deckyard.decks.validation.rules import is_validation_passed
 from deckyard.jobs import Job, JobStatus
-from deckyard.node import Node
+from deckyard.node import RenderNode
 from deckyard.outputs import OUTPUTS
 from deckyard.outputs.images import MANIFEST, PNG, page_stem
 from deckyard.outputs.pptx import PPTX
@@ -197,7 +197,7 @@ async def _wait_for_renderer(service: DeckService) -> bool:
     return False
 
 
-async def _stop_early_start(booting: asyncio.Task[None] | None, node: Node) -> None:
+async def _stop_early_start(booting: asyncio.Task[None] | None, node: RenderNode) -> None:
     """Stop the renderers started ahead of a node whose own start then failed (the node
     stops only what it started)."""
     if booting is None or node.render.supervisor is None:
@@ -515,7 +515,7 @@ async def run_pipeline(
             transient=False,
         ) as progress:
             starting = progress.add_task("renderer", total=1)
-            node = Node(settings)
+            node = RenderNode(settings)
             # The renderer (a process, then Chromium) starts while the node migrates.
             supervisor = node.render.supervisor
             if early is not None:

@@ -1,7 +1,7 @@
 """`deckyard render` and `deckyard validate`: a deck folder or Markdown file through the pipeline.
 
 The commands parse their arguments here; the pipeline (`deckyard.cli.pipeline`, which starts a
-whole `Node`) is imported only when a command runs, after its renderer process was spawned
+whole `RenderNode`) is imported only when a command runs, after its renderer process was spawned
 (`deckyard.cli.early_renderer`).
 """
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import deckyard
 from deckyard.config import Settings
-from deckyard.node import Node
+from deckyard.node import RenderNode
 from deckyard.render.control.result_cache import RenderResultCache
 
 PACKAGE = Path(deckyard.__file__).resolve().parent
@@ -68,7 +68,7 @@ def identity(settings: Settings, browser_version: str) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 
 
-async def browser_version(node: Node) -> str | None:
+async def browser_version(node: RenderNode) -> str | None:
     """The Chromium version a live renderer of `node` reports; None when none answers."""
     render = node.render
     for source in render.sources.all():
@@ -78,7 +78,7 @@ async def browser_version(node: Node) -> str | None:
     return None
 
 
-async def open_render_cache(node: Node, directory: Path) -> RenderResultCache | None:
+async def open_render_cache(node: RenderNode, directory: Path) -> RenderResultCache | None:
     """The render cache under `directory` for this run, None when it is off (a size of 0) or
     no renderer says which Chromium it runs."""
     settings = node.settings

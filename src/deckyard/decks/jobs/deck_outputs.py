@@ -44,7 +44,7 @@ from deckyard.decks.compile.documents import compile_deck, compile_print_documen
 from deckyard.decks.compile.steps import step_deck
 from deckyard.decks.errors import CompileError
 from deckyard.decks.jobs.deck_pages import STORED, DeckPageJobs, stored_compiles
-from deckyard.decks.jobs.handler_support import load_deck, refused, workspace_of
+from deckyard.decks.jobs.handler_support import load_deck, refused, rendered, workspace_of
 from deckyard.decks.jobs.names import PDF_FORMAT, DeckEvent, DeckJobErrorCode
 from deckyard.decks.jobs.page_jobs import slide_spec_for
 from deckyard.decks.jobs.site_check import check_site
@@ -222,11 +222,9 @@ class DeckOutputs:
         outcomes = await render_specs(self.validator, ctx, specs)
         pages: list[PageInput] = []
         for (name, html), outcome in zip(documents, outcomes, strict=True):
-            if outcome.error_code is not None or not outcome.result:
-                code = outcome.error_code or "RENDER_RESULT_LOST"
-                raise refused(code, f"{name}: {outcome.message or code}")
-            png = await self._rendered(outcome.result["artifact_key"], f"{name}: the render's PNG")
-            layout = (outcome.result.get("diagnostics") or {}).get("layout")
+            result = rendered(name, outcome)
+            png = await self._rendered(result["artifact_key"], f"{name}: the render's PNG")
+            layout = (result.get("diagnostics") or {}).get("layout")
             pages.append(PageInput(name, png, layout, page_notes(html)))
         return pages
 
@@ -249,10 +247,8 @@ class DeckOutputs:
             outcomes = await render_specs(self.validator, ctx, specs)
             images: list[PageImage] = []
             for index, ((name, _html), outcome) in enumerate(zip(documents, outcomes, strict=True)):
-                if outcome.error_code is not None or not outcome.result:
-                    code = outcome.error_code or "RENDER_RESULT_LOST"
-                    raise refused(code, f"{name}: {outcome.message or code}")
-                data = await self._rendered(outcome.result["artifact_key"], f"{name}: picture")
+                key = rendered(name, outcome)["artifact_key"]
+                data = await self._rendered(key, f"{name}: picture")
                 images.append(PageImage(name, index, data))
             return images
         # a version keeps one picture: the PNG at the validation's settings

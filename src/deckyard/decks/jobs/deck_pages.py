@@ -25,7 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from deckyard.artifacts import ArtifactStore
 from deckyard.db import Database
 from deckyard.decks.compile.documents import CompiledPage
-from deckyard.decks.jobs.handler_support import load_deck, refused, workspace_of
+from deckyard.decks.jobs.handler_support import load_deck, refused, rendered, workspace_of
 from deckyard.decks.jobs.names import DeckEvent, DeckJobErrorCode
 from deckyard.decks.jobs.page_jobs import slide_spec_for
 from deckyard.decks.jobs.screenshots import (
@@ -178,13 +178,8 @@ class DeckPageJobs:
         outcomes = await render_specs(self.validator, ctx, [spec for _v, spec in todo])
         fresh: dict[int, dict[str, Any]] = {}
         for (version, spec), outcome in zip(todo, outcomes, strict=True):
-            if outcome.error_code is not None or not outcome.result:
-                code = outcome.error_code or "RENDER_RESULT_LOST"
-                message = f"{version.page_name}: {outcome.message or code}"
-                raise refused(code, message)
-            fresh[version.id] = screenshot_pointer(
-                spec, outcome.result, job_id=ctx.id, render_id=None
-            )
+            result = rendered(version.page_name, outcome)
+            fresh[version.id] = screenshot_pointer(spec, result, job_id=ctx.id, render_id=None)
 
         async def point(conn: AsyncConnection) -> None:
             for version_id, pointer in fresh.items():

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from deckyard.db import Database
 from deckyard.decks.jobs.names import DeckJobErrorCode
 from deckyard.decks.source.deck_source import DeckSource
 from deckyard.decks.store import DeckRow, deck_get, deck_source
 from deckyard.jobs import JobContext, JobError
+from deckyard.render.control.deck_requests import PageRender
 
 
 async def load_deck(db: Database, deck_id: int, workspace_id: str) -> tuple[DeckRow, DeckSource]:
@@ -21,6 +24,15 @@ async def load_deck(db: Database, deck_id: int, workspace_id: str) -> tuple[Deck
 def refused(code: str, message: str) -> JobError:
     """A failure that another attempt would not fix: the job fails at once with `code`."""
     return JobError(code, message, retryable=False)
+
+
+def rendered(name: str, outcome: PageRender) -> dict[str, Any]:
+    """The committed result of page `name`'s render; refuses the job with the page's code
+    when it did not render (`RENDER_RESULT_LOST` when it has none)."""
+    if outcome.error_code is not None or not outcome.result:
+        code = outcome.error_code or "RENDER_RESULT_LOST"
+        raise refused(code, f"{name}: {outcome.message or code}")
+    return outcome.result
 
 
 def workspace_of(ctx: JobContext) -> str:

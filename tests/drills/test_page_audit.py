@@ -98,3 +98,20 @@ def test_cjk_text_in_a_font_that_is_not_there_is_a_fallback(audited: RendererPro
     assert fallback["drawn_with"] and "NoSuchFont" not in fallback["drawn_with"]
     assert all("CJK" in font for font in fallback["drawn_with"])
     assert found["missing_glyphs"] == []
+
+
+def test_the_pages_own_script_cannot_break_the_glyph_scan(audited: RendererProcess) -> None:
+    """The glyph scan runs in the audit's world too: a page that replaces the DOM methods it
+    calls in its own world still gets its missing glyph found."""
+    page = """<html lang="en"><body>
+    <script>
+      Element.prototype.setAttribute = () => {};
+      Element.prototype.getElementsByTagName = () => [];
+      window.getComputedStyle = () => ({ fontFamily: 'serif' });
+    </script>
+    <p class="pua" style="font-family: 'Noto Sans', sans-serif">Icon \ue000 here</p>
+    </body></html>"""
+    found = diagnostics(audited, "glyph-tamper", page)
+    [missing] = found["missing_glyphs"]
+    assert missing["characters"] == "\ue000"
+    assert missing["element"] == "p.pua"

@@ -29,6 +29,10 @@ that text (`CSS.getPlatformFontsForNode`). Two findings come from that, never fr
   `font-family: initial` gives, "Times New Roman") was not named by the page and is not
   checked; leak: neither is a page that names exactly that family.
 
+The two halves run side by side (`audit_page`): axe-core works in the renderer's main thread
+while the font queries' round trips wait, and the font queries take four sequential round trips
+however many elements they ask about (`check_fonts`).
+
 Findings are merged per page: one per `font-family` for missing glyphs (with every character
 concerned), one per `font-family` and fonts used for fallbacks.
 """
@@ -37,7 +41,9 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import json
 import logging
+import secrets
 import subprocess
 import unicodedata
 from dataclasses import dataclass
@@ -87,11 +93,14 @@ _AXE_RUN = """axe.run(document, {
   summary: node.failureSummary || '',
 }))))"""
 
-_GLYPH_SCAN = """((limit) => {
+GLYPH_MARK = "data-deckyard-glyph"
+"""The attribute the glyph scan marks the elements it asks about with (valued with a token of
+the scan), so one `DOM.querySelectorAll` finds their node ids in document order."""
+_GLYPH_SCAN = """((limit, mark, token) => {
   const generic = new Set(['serif', 'sans-serif', 'monospace', 'cursive', 'fantasy',
     'system-ui', 'emoji', 'math', 'fangsong', 'ui-serif', 'ui-sans-serif', 'ui-monospace',
     'ui-rounded']);
-  const els = [], info = [];
+  const info = [];
   const all = document.body ? document.body.getElementsByTagName('*') : [];
   let initial = null;
   if (document.body) {  // the browser's own default family, which the page did not name
@@ -105,7 +114,7 @@ _GLYPH_SCAN = """((limit) => {
   // character an earlier one of the same family already had says nothing new (it was 50-110 ms
   // of CDP queries a page when every text element was asked about).
   const seen = new Map();
-  for (let i = 0; i < all.length && els.length < limit; i++) {
+  for (let i = 0; i < all.length && info.length < limit; i++) {
     const el = all[i];
     const parts = Array.from(el.childNodes).filter((n) => n.nodeType === 3).map((n) => n.data);
     const text = parts.join('').trim();
@@ -123,12 +132,13 @@ _GLYPH_SCAN = """((limit) => {
       .filter((f) => f && !generic.has(f.toLowerCase()));
     let name = el.tagName.toLowerCase();
     if (el.classList.length) name += '.' + Array.from(el.classList).slice(0, 3).join('.');
-    els.push(el);
+    el.setAttribute(mark, token);
     info.push({ element: name, text: text.slice(0, 40), family, named,
       chars: Array.from(new Set(text)).slice(0, 500).join('') });
   }
-  return { els, info };
-})(%d)"""
+  return info;
+})(%d, %s, %s)"""
+_GLYPH_UNMARK = """document.querySelectorAll('[%s]').forEach((el) => el.removeAttribute('%s'))"""
 
 _IGNORABLE = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp"})
 """Unicode categories drawn without a glyph of their own (whitespace, controls, joiners)."""
@@ -283,12 +293,12 @@ async def _audit_world(cdp: CDPSession) -> int:
     return int(world["executionContextId"])
 
 
-async def run_axe(cdp: CDPSession) -> list[AccessibilityProblem]:
-    """axe-core's `AXE_RULES` on the page, from `AUDIT_WORLD`; [] when axe-core is not installed."""
+async def run_axe(cdp: CDPSession, context: int) -> list[AccessibilityProblem]:
+    """axe-core's `AXE_RULES` on the page, from `AUDIT_WORLD` (`context`, of `cdp`); [] when
+    axe-core is not installed."""
     bundle = axe_bundle()
     if bundle is None:
         return []
-    context = await _audit_world(cdp)
     there = await cdp.send(
         "Runtime.evaluate",
         {"expression": "typeof axe", "contextId": context, "returnByValue": True},
@@ -330,31 +340,51 @@ def _axe_message(help_text: str, summary: str) -> str:
     return f"{help_text} ({reasons[0]})" if reasons else help_text
 
 
-async def check_fonts(cdp: CDPSession, limit: int) -> tuple[list[GlyphProblem], list[GlyphProblem]]:
-    """Missing glyphs and font fallbacks of up to `limit` text-bearing elements."""
+async def check_fonts(
+    cdp: CDPSession, world: CDPSession, context: int, limit: int
+) -> tuple[list[GlyphProblem], list[GlyphProblem]]:
+    """Missing glyphs and font fallbacks of up to `limit` text-bearing elements.
+
+    The scan runs in `AUDIT_WORLD` (`context`, of session `world`: the page's script cannot
+    change what it calls). It marks the elements it picks (`GLYPH_MARK`, valued with a fresh
+    token) and answers their descriptions by value; one `DOM.querySelectorAll` over `cdp` then
+    gives their node ids in the same (document) order, and the marks are removed while Chromium
+    answers the font queries. A page whose marked elements do not match the scan's count (its
+    script changed the DOM in between) gets no font findings.
+    """
     if limit <= 0:
         return [], []
     coverage = await asyncio.to_thread(installed_coverage)
     await cdp.send("DOM.enable")
     await cdp.send("CSS.enable")
-    await cdp.send("DOM.getDocument", {"depth": 0})
-    scan = await cdp.send("Runtime.evaluate", {"expression": _GLYPH_SCAN % limit, "silent": True})
-    target = scan["result"].get("objectId")
-    if "exceptionDetails" in scan or target is None:
-        return [], []
-    info = await _call(cdp, target, "function () { return this.info; }", by_value=True)
-    elements = await _call(cdp, target, "function () { return this.els; }", by_value=False)
-    props = await cdp.send("Runtime.getProperties", {"objectId": elements, "ownProperties": True})
-    handles = {
-        int(p["name"]): p["value"]["objectId"]
-        for p in props["result"]
-        if p["name"].isdigit() and "objectId" in p.get("value", {})
-    }
-    nodes = await asyncio.gather(
-        *(cdp.send("DOM.requestNode", {"objectId": handles[i]}) for i in range(len(info)))
+    root = await cdp.send("DOM.getDocument", {"depth": 0})
+    token = secrets.token_hex(8)
+    expression = _GLYPH_SCAN % (limit, json.dumps(GLYPH_MARK), json.dumps(token))
+    scan = await world.send(
+        "Runtime.evaluate",
+        {"expression": expression, "contextId": context, "silent": True, "returnByValue": True},
     )
-    answers = await asyncio.gather(
-        *(cdp.send("CSS.getPlatformFontsForNode", {"nodeId": n["nodeId"]}) for n in nodes)
+    info = scan["result"].get("value")
+    if "exceptionDetails" in scan or not isinstance(info, list) or not info:
+        return [], []
+    marked = await cdp.send(
+        "DOM.querySelectorAll",
+        {"nodeId": root["root"]["nodeId"], "selector": f'[{GLYPH_MARK}="{token}"]'},
+    )
+    unmark = world.send(
+        "Runtime.evaluate",
+        {
+            "expression": _GLYPH_UNMARK % (GLYPH_MARK, GLYPH_MARK),
+            "contextId": context,
+            "silent": True,
+        },
+    )
+    nodes: list[int] = marked["nodeIds"]
+    if len(nodes) != len(info):
+        await unmark
+        return [], []
+    *answers, _ = await asyncio.gather(
+        *(cdp.send("CSS.getPlatformFontsForNode", {"nodeId": n}) for n in nodes), unmark
     )
     findings = FontFindings(coverage)
     for item, answer in zip(info, answers, strict=True):
@@ -362,22 +392,15 @@ async def check_fonts(cdp: CDPSession, limit: int) -> tuple[list[GlyphProblem], 
     return list(findings.missing.values()), list(findings.fallbacks.values())
 
 
-async def _call(cdp: CDPSession, target: str, function: str, *, by_value: bool) -> Any:
-    done = await cdp.send(
-        "Runtime.callFunctionOn",
-        {"objectId": target, "functionDeclaration": function, "returnByValue": by_value},
-    )
-    result = done["result"]
-    return result.get("value") if by_value else result.get("objectId")
-
-
 async def audit_page(
     page: Page, tab_cdp: CDPSession, *, glyph_limit: int
 ) -> tuple[list[AccessibilityProblem], list[GlyphProblem], list[GlyphProblem]]:
-    """Accessibility findings, missing glyphs and font fallbacks of the page as it is now.
+    """Accessibility findings, missing glyphs and font fallbacks of the page as it is now (axe-core
+    and the font queries concurrently).
 
-    `tab_cdp` is the tab's own session, the one `install_axe` was given; the font queries use a
-    session of their own (they enable the DOM and CSS domains), detached afterwards.
+    `tab_cdp` is the tab's own session, the one `install_axe` was given, whose `AUDIT_WORLD` runs
+    axe-core and the glyph scan; the font queries use a session of their own (they enable the
+    DOM and CSS domains), detached afterwards.
 
     A protocol error while the page is still open (its scripts removed an element being asked
     about) ends the audit with what it has: the audit never fails a render.
@@ -387,8 +410,10 @@ async def audit_page(
     fallbacks: list[GlyphProblem] = []
     cdp = await page.context.new_cdp_session(page)
     try:
-        accessibility = await run_axe(tab_cdp)
-        missing, fallbacks = await check_fonts(cdp, glyph_limit)
+        context = await _audit_world(tab_cdp)
+        accessibility, (missing, fallbacks) = await asyncio.gather(
+            run_axe(tab_cdp, context), check_fonts(cdp, tab_cdp, context, glyph_limit)
+        )
     except PlaywrightError as exc:
         if page.is_closed():
             raise

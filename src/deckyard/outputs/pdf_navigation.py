@@ -21,9 +21,9 @@ import io
 import re
 from dataclasses import dataclass
 
+import lxml.html
 import pikepdf
-from bs4 import BeautifulSoup
-from bs4.element import Tag
+from lxml.html import HtmlElement
 
 from deckyard.outputs.interface import SLIDE_ANCHOR_PREFIX
 
@@ -48,35 +48,51 @@ class PdfFacts:
     """The page each slide starts on, when slides are not a page each (a stepped deck)."""
 
 
-def _text(tag: Tag) -> str:
-    return " ".join(tag.get_text(" ", strip=True).split())[:_MAX_TITLE]
+def _has_class(name: str) -> str:
+    return f"contains(concat(' ', normalize-space(@class), ' '), ' {name} ')"
 
 
-def _slide_roots(soup: BeautifulSoup) -> list[Tag]:
+_DECK_SLIDES = f"//div[{_has_class('slide')} and @data-number]"
+_REVEAL_SECTIONS = f"//*[{_has_class('reveal')}]//*[{_has_class('slides')}]//section"
+_FIRST_HEADING = "(" + " | ".join(f".//{h}" for h in _HEADINGS) + ")[1]"
+
+
+def _parse(document: str) -> HtmlElement:
+    """The print document as an lxml tree (libxml2's HTML parser: a 100-slide document in a few
+    milliseconds, where BeautifulSoup's took a third of a second of the run's tail)."""
+    return lxml.html.document_fromstring(document)
+
+
+def _text(element: HtmlElement) -> str:
+    words = " ".join(
+        t for t in element.xpath(".//text()[not(ancestor::script or ancestor::style)]")
+    ).split()
+    return " ".join(words)[:_MAX_TITLE]
+
+
+def _deck_slides(tree: HtmlElement) -> list[HtmlElement]:
+    found: list[HtmlElement] = tree.xpath(_DECK_SLIDES)
+    return found
+
+
+def _slide_roots(tree: HtmlElement) -> list[HtmlElement]:
     """The slides of a print document, in order: Deckyard's `.slide` roots (of a stepped deck,
     each slide's first step), or the innermost `<section>`s of a reveal.js deck."""
-    slides = [
-        t
-        for t in soup.select("div.slide[data-number]")
-        if isinstance(t, Tag) and t.get("data-step") in (None, "0")
-    ]
+    slides = [t for t in _deck_slides(tree) if t.get("data-step") in (None, "0")]
     if slides:
         return slides
-    sections = soup.select(".reveal .slides section")
+    sections: list[HtmlElement] = tree.xpath(_REVEAL_SECTIONS)
     return [
-        s
-        for s in sections
-        if isinstance(s, Tag) and s.get("data-visibility") != "hidden" and s.find("section") is None
+        s for s in sections if s.get("data-visibility") != "hidden" and not s.xpath(".//section")
     ]
 
 
 def slide_titles(document: str) -> list[str]:
     """Each slide's first heading in the compiled print document, else "Slide N"."""
-    soup = BeautifulSoup(document, "html.parser")
     titles: list[str] = []
-    for number, root in enumerate(_slide_roots(soup), start=1):
-        heading = root.find(_HEADINGS)
-        text = _text(heading) if isinstance(heading, Tag) else ""
+    for number, root in enumerate(_slide_roots(_parse(document)), start=1):
+        headings: list[HtmlElement] = root.xpath(_FIRST_HEADING)
+        text = _text(headings[0]) if headings else ""
         titles.append(text or f"Slide {number}")
     return titles
 
@@ -85,7 +101,7 @@ def _step_starts(document: str) -> list[int] | None:
     """The page each slide's first step is on, in a stepped deck's print document (else None)."""
     if " data-step=" not in document:
         return None
-    roots = BeautifulSoup(document, "html.parser").select("div.slide[data-number]")
+    roots = _deck_slides(_parse(document))
     return [i for i, root in enumerate(roots) if root.get("data-step") in (None, "0")]
 
 

@@ -124,7 +124,14 @@ def test_validate_exit_codes(tmp_path: Path) -> None:
     assert "every page passed" not in down.stdout
 
 
-HEAVY = ("deckyard.cli.pipeline", "deckyard.node", "playwright", "fastapi", "sqlalchemy")
+HEAVY = (
+    "deckyard.cli.pipeline",
+    "deckyard.render_node",
+    "deckyard.node",
+    "playwright",
+    "fastapi",
+    "sqlalchemy",
+)
 PROBE = """
 import sys
 import uuid

@@ -13,8 +13,8 @@ from deckyard.db import Database
 from deckyard.jobs import JobContext, Runtime
 from deckyard.render.control.models import RequestStatus, ScreenshotSpec
 from deckyard.render.control.service import RenderService
-from deckyard.webhooks import WebhookService
 from deckyard.webhooks.relay import JobRelay, Relay, render_source
+from deckyard.webhooks.service import WebhookService
 from tests.helpers.eventually import eventually
 from tests.helpers.runtime import fast_settings
 

@@ -18,9 +18,10 @@ from deckyard.jobs import JobStatus, Runtime
 from deckyard.loop import IDLE
 from deckyard.tasks import TaskExecutor
 from deckyard.tasks.executor import TaskKind
-from deckyard.webhooks import WEBHOOK_QUEUE, DeliveryStatus, WebhookError, WebhookService, announce
+from deckyard.webhooks import WEBHOOK_QUEUE, DeliveryStatus, announce
 from deckyard.webhooks.events import task_finished
 from deckyard.webhooks.relay import JobRelay
+from deckyard.webhooks.service import WebhookError, WebhookService
 from deckyard.webhooks.store import attempt_record, delivery_list
 from tests.helpers.eventually import eventually
 from tests.helpers.runtime import fast_settings

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -113,6 +115,7 @@ COMPONENTS: dict[str, str] = {
     "webhooks": "webhooks",
     "workspaces": "workspaces",
     "node": "node",
+    "render_node": "node",
     "api": "api",
     "cli": "cli",
 }
@@ -408,3 +411,26 @@ def test_api_decks_and_ai_write_through_the_retrying_write() -> None:
     assert not offenders, "use Database.write(fn) instead of write_transaction():\n" + "\n".join(
         offenders
     )
+
+
+# What `deckyard render` and `validate` never load: the services `Node` adds to the render
+# pipeline (`render_node.RenderNode`), which a render uses none of (issue 31's file count).
+NOT_RENDERED = ("node", "ai", "external", "decks.retention", "webhooks.service", "webhooks.relay")
+
+
+def test_a_render_loads_none_of_the_services_it_does_not_use() -> None:
+    """Importing the CLI's pipeline (everything a run imports before it starts) loads the render
+    node and the deck service, and none of `NOT_RENDERED`."""
+    probe = (
+        "import sys, deckyard.cli.pipeline; "
+        "print('\\n'.join(m for m in sys.modules if m.startswith('deckyard.')))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
+    )
+    loaded = {line.removeprefix("deckyard.") for line in done.stdout.split()}
+    assert {"render_node", "decks.service"} <= loaded  # the probe did load the pipeline
+    offenders = sorted(
+        m for m in loaded if any(m == n or m.startswith(f"{n}.") for n in NOT_RENDERED)
+    )
+    assert not offenders, f"deckyard render loads: {offenders}"

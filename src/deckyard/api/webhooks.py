@@ -23,10 +23,9 @@ from deckyard.webhooks import (
     Delivery,
     DeliveryStatus,
     Endpoint,
-    WebhookError,
     WebhookEventType,
-    WebhookService,
 )
+from deckyard.webhooks.service import WebhookError, WebhookService
 
 router = APIRouter(prefix="/v1/webhooks", tags=["webhooks"])
 Admin = Annotated[Principal, Depends(admin_principal)]

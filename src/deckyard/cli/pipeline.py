@@ -50,7 +50,6 @@ from deckyard.decks.source.markdown_file import is_markdown_file
 from deckyard.decks.validation.result import Severity, ValidationResult, ValidationStatus
 from deckyard.decks.validation.rules import is_validation_passed
 from deckyard.jobs import Job, JobStatus
-from deckyard.node import RenderNode
 from deckyard.outputs import OUTPUTS
 from deckyard.outputs.images import MANIFEST, PNG, page_stem
 from deckyard.outputs.pptx import PPTX
@@ -58,6 +57,7 @@ from deckyard.render.control.models import RENDER_REQUEST_EVENT
 from deckyard.render.control.result_cache import CacheStats, RenderResultCache
 from deckyard.render.processes import SPARE_TABS_ENV
 from deckyard.render.protocol import ErrorKind, error_kind
+from deckyard.render_node import RenderNode
 from deckyard.workspaces.store import workspace_ensure
 
 STEPPED = {name for name, output in OUTPUTS.items() if output.stepped}

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import deckyard
 from deckyard.config import Settings
-from deckyard.node import RenderNode
 from deckyard.render.control.result_cache import RenderResultCache
+from deckyard.render_node import RenderNode
 
 PACKAGE = Path(deckyard.__file__).resolve().parent
 VENDOR_LOCK = PACKAGE.parents[1] / "vendor" / "js" / "package-lock.json"

@@ -2,7 +2,9 @@
 
 Tasks and publications `announce` their events in the transaction that commits them (the
 deliveries table is the outbox); finished jobs reach endpoints through the job relay. The API
-manages endpoints and reads deliveries through `WebhookService`. See docs/webhooks.md.
+manages endpoints and reads deliveries through `WebhookService` (`deckyard.webhooks.service`:
+not imported here, so the tasks and deck jobs that announce events do not load the delivery
+machinery with them). See docs/webhooks.md.
 """
 
 from deckyard.webhooks.events import announce, publication_live, task_finished
@@ -16,21 +18,16 @@ from deckyard.webhooks.models import (
     WebhookEvent,
     WebhookEventType,
 )
-from deckyard.webhooks.service import Created, Redelivered, WebhookError, WebhookService
 
 __all__ = [
     "SUBSCRIBABLE",
     "WEBHOOK_QUEUE",
     "Attempt",
-    "Created",
     "Delivery",
     "DeliveryStatus",
     "Endpoint",
-    "Redelivered",
-    "WebhookError",
     "WebhookEvent",
     "WebhookEventType",
-    "WebhookService",
     "announce",
     "publication_live",
     "task_finished",

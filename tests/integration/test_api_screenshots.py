@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import struct
 
 import pytest
@@ -140,3 +141,36 @@ async def test_bad_screenshot_input_names_the_field(db_url: str) -> None:
             assert r.status_code == 422, (body, r.text)
             assert r.json()["error"]["field"] == field, r.json()
         assert (await client.post("/v1/screenshots", json={"html": PAGE})).status_code == 401
+
+
+async def test_open_event_streams_share_one_reader(db_url: str) -> None:
+    """N streams open at once cost about one read a state change, not one a stream: each ends
+    with its own render's end, and the reads stay linear in the state changes."""
+    async with running_app(db_url) as (app, client):  # no renderer: the renders stay queued
+        alice = await make_token(app, "alice")
+        followers = app.state.render.followers
+        ids = []
+        for n in range(12):
+            body = {"html": PAGE + f"<!-- {n} -->", "width": 320, "height": 200}
+            ids.append(
+                (await client.post("/v1/screenshots", json=body, headers=alice)).json()["id"]
+            )
+
+        async def stream(render_id: int) -> list[str]:
+            got = await client.get(f"/v1/renders/{render_id}/events", headers=alice, timeout=60)
+            return [event for event, _ in sse_events(got.text)]
+
+        async def all_open() -> bool:
+            return len(followers._followers) == len(ids)
+
+        streams = [asyncio.create_task(stream(i)) for i in ids]
+        await eventually(all_open, what="every stream open")
+        before = followers.reads
+        for render_id in ids:
+            cancelled = await client.post(f"/v1/renders/{render_id}/cancel", headers=alice)
+            assert cancelled.status_code == 200, cancelled.text
+        assert [await s for s in streams] == [["pending", "cancelled"]] * len(ids)
+        # one read per cancel (give or take a wake that two cancels share); each stream reading
+        # its own render would take a read per open stream per cancel: 12 + 11 + ... + 1 = 78
+        assert followers.reads - before <= 2 * len(ids)
+        assert not followers._followers

@@ -27,8 +27,6 @@ from deckyard.api.errors import ApiError
 from deckyard.api.jobs import nothing_to_cancel, owned_job
 from deckyard.api.params import BeforeId, RowId, bounded_id
 from deckyard.render.control.models import (
-    WAKE_ATTEMPTS,
-    WAKE_REQUESTS,
     RendererState,
     RenderRequest,
     RequestStatus,
@@ -310,10 +308,9 @@ async def render_events(
     Each event's data is the render as `GET /v1/renders/{id}` shows it. Resume with the
     `Last-Event-ID` header: a state seen already is not sent again.
     """
-    service = render_service(request)
     seen = bounded_id(last_event_id) or 0
-    subscription = service.db.bus.subscribe(WAKE_REQUESTS, WAKE_ATTEMPTS)
-    recheck = service.settings.render_idle_poll_ceiling_seconds
+    # One reader for every open stream of the node (`RequestFollowers`), not a read per stream.
+    states = render_service(request).followers.follow(render.id, render.updated_at)
     current: RenderRequest | None = render
     try:
         while current is not None:
@@ -327,10 +324,9 @@ async def render_events(
                 )
             if current.is_terminal:
                 return
-            await subscription.wait(recheck)
-            current = await service.request(render.id)
+            current = await anext(states, None)
     finally:
-        subscription.close()
+        await states.aclose()
 
 
 @renderers_router.get("/v1/jobs/{job_id:int}/artifact", response_class=Response)

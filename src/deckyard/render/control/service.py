@@ -31,6 +31,7 @@ from deckyard.render.control.requests import (
     NoRendererUp,
     Opening,
     RenderQueueFull,
+    RequestFollowers,
     RequestNotFound,
     document_keys,
     document_object_key,
@@ -132,6 +133,7 @@ class RenderService:
                 on_change=self.coordinator.probe_loop.poke,
             )
         self.waiters = request_waiters(db, settings.render_idle_poll_ceiling_seconds)
+        self.followers = RequestFollowers(db, settings.render_idle_poll_ceiling_seconds)
         """Every wait for a request of this node, one-page or deck, shares it."""
         self.cancels = JobCancels(db, runtime, clock)
         self.decks = DeckRenders(
@@ -163,6 +165,7 @@ class RenderService:
         if self.supervisor is not None:
             await self.supervisor.stop()
         await self.waiters.close()
+        await self.followers.close()
         self.started = False
 
     @property

@@ -209,22 +209,28 @@ async def request_captures(conn: AsyncConnection, request_id: int) -> bool | Non
     return row[1] is not False
 
 
+async def requests_state(
+    conn: AsyncConnection, request_ids: Sequence[int]
+) -> dict[int, RenderRequest]:
+    """The requests of `request_ids` that exist, without their `input`, by id: one read for
+    every waiter or follower of a node (`requests.request_waiters`, `RequestFollowers`)."""
+    rows = await conn.execute(select(*STATE_COLUMNS).where(R.c.id.in_(request_ids)))
+    found: dict[int, RenderRequest] = {}
+    for row in rows:
+        values = row._asdict()
+        values["status"] = RequestStatus(values["status"])
+        found[values["id"]] = RenderRequest(input=None, **values)
+    return found
+
+
 async def requests_ended(
     conn: AsyncConnection, request_ids: Sequence[int]
 ) -> tuple[dict[int, RenderRequest], set[int]]:
     """Of `request_ids`, the terminal requests without their `input` (by id), and the ids no
-    request has: one read for every waiter of a node (`requests.request_waiters`)."""
-    rows = await conn.execute(select(*STATE_COLUMNS).where(R.c.id.in_(request_ids)))
-    ended: dict[int, RenderRequest] = {}
-    found: set[int] = set()
-    for row in rows:
-        values = row._asdict()
-        values["status"] = RequestStatus(values["status"])
-        request = RenderRequest(input=None, **values)
-        found.add(request.id)
-        if request.is_terminal:
-            ended[request.id] = request
-    return ended, set(request_ids) - found
+    request has (`requests.request_waiters`)."""
+    found = await requests_state(conn, request_ids)
+    ended = {i: request for i, request in found.items() if request.is_terminal}
+    return ended, set(request_ids) - set(found)
 
 
 async def renders_queued(conn: AsyncConnection, workspace_id: str) -> tuple[int, int]:

@@ -65,6 +65,24 @@ async def test_sqlite_memory_has_no_wal() -> None:
         await db.dispose()
 
 
+async def test_sqlite_reads_open_no_transaction_and_read_transactions_do(tmp_path: Path) -> None:
+    """A read connection's statement runs in the driver's autocommit (no BEGIN, no isolation
+    level set on the driver); a read transaction is a `BEGIN` snapshot."""
+    db = Database(f"sqlite:///{tmp_path / 'r.db'}")
+    try:
+        async with db.read_connection() as conn:
+            assert (await conn.execute(text("SELECT 1"))).scalar() == 1
+            raw = await conn.get_raw_connection()
+            assert raw.driver_connection.in_transaction is False
+            assert raw.driver_connection.isolation_level is None
+        async with db.read_transaction() as conn:
+            assert (await conn.execute(text("SELECT 1"))).scalar() == 1
+            raw = await conn.get_raw_connection()
+            assert raw.driver_connection.in_transaction is True
+    finally:
+        await db.dispose()
+
+
 async def test_utc_datetime_and_json_round_trip(db: Database) -> None:
     await _create_things(db)
     plus_two = timezone(timedelta(hours=2))

@@ -26,7 +26,6 @@ import asyncio
 import base64
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -38,6 +37,7 @@ from playwright.async_api import CDPSession, Page, async_playwright
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from marp_deck import write_decks
+from render_cache import spread
 
 from deckyard.config import Settings
 from deckyard.decks.compile.documents import compile_print_document
@@ -134,10 +134,6 @@ def differing_slides(mine: Path, theirs: Path, slides: int) -> list[int]:
         if diff.histogram()[255]:
             found.append(number)
     return found
-
-
-def spread(values: list[float]) -> str:
-    return f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
 
 
 def main() -> None:

@@ -7,14 +7,16 @@ from deckyard.db.notify import ANY_CHANNEL, Subscription, WakeupBus
 from deckyard.db.retry import WriteRetryPolicy, run_with_write_retry
 from deckyard.db.schema import metadata, partial_index
 from deckyard.db.types import JSONPayload, UTCDateTime
-from deckyard.db.waiters import SharedWaiters
+from deckyard.db.waiters import Follower, SharedFollowers, SharedWaiters
 
 __all__ = [
     "ANY_CHANNEL",
     "NOTIFY_CHANNEL_SQL",
     "Database",
+    "Follower",
     "JSONPayload",
     "PgStatement",
+    "SharedFollowers",
     "SharedWaiters",
     "StatementCounter",
     "Subscription",

@@ -1,21 +1,24 @@
-"""Waiting for rows to reach an end: one shared reader for every waiter of a kind of row.
+"""Waiting for rows to reach an end, and following them: one shared reader for every waiter.
 
 A waiter that re-read its own row on every wake of a shared channel made N concurrent waiters
 cost N reads per wake, so N jobs or render requests in flight (O(N) state changes) cost O(N^2)
 reads. Here one task per `SharedWaiters` reads every waited row in one call per wake and
-resolves the waiters whose row has ended: O(1) reads per wake.
+resolves the waiters whose row has ended: O(1) reads per wake. `SharedFollowers` does the same
+for streams (a job's events, a render's states): one reader task fills every follower's inbox.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Generic, TypeVar
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from deckyard.db.engine import Database
+from deckyard.db.notify import Subscription
 
 T = TypeVar("T")
 
@@ -114,3 +117,84 @@ class SharedWaiters(Generic[T]):
                         future.set_exception(exc)
         finally:
             sub.close()
+
+
+@dataclass(eq=False)
+class Follower(Generic[T]):
+    """One stream's inbox: items, then None at its end (or the reader's failure)."""
+
+    inbox: asyncio.Queue[T | BaseException | None] = field(
+        default_factory=asyncio.Queue, kw_only=True
+    )
+
+
+F = TypeVar("F", bound=Follower[Any])
+
+
+class SharedFollowers(Generic[F, T]):
+    """Streams fed by one reader task: `_stream` registers a follower and yields what the
+    reader puts in its inbox; the reader (`_read_once`, a subclass's) reads for every follower
+    at once per wake of `channels`, at most `recheck_seconds` apart, and ends a stream with
+    None. A newcomer pokes the reader, so its first read comes at once."""
+
+    def __init__(
+        self, db: Database, channels: tuple[str, ...], recheck_seconds: float, name: str
+    ) -> None:
+        self.db = db
+        self.channels = channels
+        self.recheck_seconds = recheck_seconds
+        self.name = name
+        self._followers: set[F] = set()
+        self._task: asyncio.Task[None] | None = None
+        self._sub: Subscription | None = None
+
+    async def _stream(self, follower: F) -> AsyncGenerator[T]:
+        self._followers.add(follower)
+        try:
+            if self._task is None or self._task.done():
+                self._task = asyncio.create_task(self._run(), name=self.name)
+            elif self._sub is not None:
+                self._sub.poke()  # a read that includes the newcomer, now
+            while True:
+                item = await follower.inbox.get()
+                if item is None:
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            self._followers.discard(follower)
+
+    def _end(self, follower: F) -> None:
+        """End `follower`'s stream after what its inbox holds (the reader stops reading for it)."""
+        self._followers.discard(follower)
+        follower.inbox.put_nowait(None)
+
+    async def close(self) -> None:
+        """Stop the reader (streams still open end with an error: their owner is stopping)."""
+        task, self._task = self._task, None
+        if task is None or task.done():
+            return
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    async def _run(self) -> None:
+        self._sub = sub = self.db.bus.subscribe(*self.channels)
+        try:
+            while self._followers:
+                more = await self._read_once(list(self._followers))
+                if self._followers and not more:
+                    await sub.wait(self.recheck_seconds)
+        except Exception as exc:
+            # The streams see the failure (a database error, say); none hangs on a dead reader.
+            for follower in list(self._followers):
+                follower.inbox.put_nowait(exc)
+            self._followers.clear()
+        finally:
+            sub.close()
+            self._sub = None
+
+    async def _read_once(self, followers: list[F]) -> bool:
+        """One read for `followers`, filling their inboxes; True to read again at once."""
+        raise NotImplementedError

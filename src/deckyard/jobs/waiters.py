@@ -9,11 +9,10 @@ jobs' statuses, then their events, in two statements per wake).
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from deckyard.db import Database, SharedWaiters, Subscription
+from deckyard.db import Database, Follower, SharedFollowers, SharedWaiters
 from deckyard.jobs.models import Job, JobEvent
 from deckyard.jobs.status import TERMINAL
 from deckyard.jobs.store import (
@@ -29,7 +28,7 @@ def terminal_waiters(db: Database, recheck_seconds: float) -> SharedWaiters[Job]
     return SharedWaiters(db, WAKE_EVENTS, jobs_get_terminal, recheck_seconds, "jobs.waiters")
 
 
-class EventFollowers:
+class EventFollowers(SharedFollowers["_Follower", JobEvent]):
     """Event streams of jobs (`Runtime.events(follow=True)`): one shared reader for all of them.
 
     The same O(N^2) as waiters had: N followers that each re-read their own job and its events
@@ -40,47 +39,12 @@ class EventFollowers:
     """
 
     def __init__(self, db: Database, recheck_seconds: float, batch: int = 1000) -> None:
-        self.db = db
-        self.recheck_seconds = recheck_seconds
+        super().__init__(db, (WAKE_EVENTS,), recheck_seconds, "jobs.followers")
         self.batch = batch
-        self._followers: set[_Follower] = set()
-        self._task: asyncio.Task[None] | None = None
-        self._sub: Subscription | None = None
 
-    async def follow(self, job_id: int, after_id: int) -> AsyncIterator[JobEvent]:
+    def follow(self, job_id: int, after_id: int) -> AsyncIterator[JobEvent]:
         """The job's events after `after_id`, as they come, until the job has ended."""
-        follower = _Follower(job_id, after_id)
-        self._followers.add(follower)
-        try:
-            if self._task is None or self._task.done():
-                self._task = asyncio.create_task(self._run(), name="jobs.followers")
-            elif self._sub is not None:
-                self._sub.poke()  # a read that includes the newcomer, now
-            while True:
-                item = await follower.inbox.get()
-                if item is None:
-                    return
-                if isinstance(item, BaseException):
-                    raise item
-                yield item
-        finally:
-            self._followers.discard(follower)
-
-    async def _run(self) -> None:
-        self._sub = sub = self.db.bus.subscribe(WAKE_EVENTS)
-        try:
-            while self._followers:
-                more = await self._read_once(list(self._followers))
-                if self._followers and not more:
-                    await sub.wait(self.recheck_seconds)
-        except Exception as exc:
-            # The followers see the failure (a database error, say); none hangs on a dead reader.
-            for follower in list(self._followers):
-                follower.inbox.put_nowait(exc)
-            self._followers.clear()
-        finally:
-            sub.close()
-            self._sub = None
+        return self._stream(_Follower(job_id, after_id))
 
     async def _read_once(self, followers: list[_Follower]) -> bool:
         """One read for `followers`; True when the batch was full (read again at once)."""
@@ -107,14 +71,12 @@ class EventFollowers:
             follower.after_id = max(follower.after_id, follower.reach)
             status = statuses.get(follower.job_id)
             if not full and (status is None or status in TERMINAL):
-                follower.inbox.put_nowait(None)
-                self._followers.discard(follower)
+                self._end(follower)
         return full
 
 
 @dataclass(eq=False)
-class _Follower:
+class _Follower(Follower[JobEvent]):
     job_id: int
     after_id: int
     reach: int = 0
-    inbox: asyncio.Queue[JobEvent | BaseException | None] = field(default_factory=asyncio.Queue)

@@ -38,11 +38,10 @@ version) does not pay a refused call first.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -52,7 +51,7 @@ from deckyard import tracing
 from deckyard.artifacts import ArtifactStore
 from deckyard.clock import Clock
 from deckyard.config import Settings
-from deckyard.db import Database, SharedWaiters, Subscription
+from deckyard.db import Database, Follower, SharedFollowers, SharedWaiters
 from deckyard.jobs import JobError, JobErrorCode, JobStatus, Runtime
 from deckyard.render.control.models import (
     DOCUMENT_PREFIX,
@@ -264,96 +263,46 @@ async def wait_for_terminal(
     return request
 
 
-class RequestFollowers:
+class RequestFollowers(SharedFollowers["_RequestFollower", RenderRequest]):
     """Streams of render request states (`/v1/renders/{id}/events`): one shared reader for all.
 
     Each stream used to re-read its own request on every wake of the request and attempt
     channels, so N streams open cost N reads a state change and O(N^2) in all (24 screenshots
     in flight: ~20 reads a screenshot, the API process's largest CPU cost). Here one task reads
     every followed request (without its `input`) in one statement per wake and hands each
-    stream the state when it changed past the one the stream has.
+    stream the state when it changed past the one the stream has, as `jobs.EventFollowers`
+    does for job events.
     """
 
     def __init__(self, db: Database, recheck_seconds: float) -> None:
-        self.db = db
-        self.recheck_seconds = recheck_seconds
+        super().__init__(db, (WAKE_REQUESTS, WAKE_ATTEMPTS), recheck_seconds, "render.followers")
         self.reads = 0
         """Reads made (for tests and benchmarks)."""
-        self._followers: set[_RequestFollower] = set()
-        self._task: asyncio.Task[None] | None = None
-        self._sub: Subscription | None = None
 
-    async def follow(self, request_id: int, after: datetime) -> AsyncGenerator[RenderRequest]:
+    def follow(self, request_id: int, after: datetime) -> AsyncGenerator[RenderRequest]:
         """The request each time its row changed after `after` (its `updated_at`), until it
         ended or is gone."""
-        follower = _RequestFollower(request_id, after)
-        self._followers.add(follower)
-        try:
-            if self._task is None or self._task.done():
-                self._task = asyncio.create_task(self._run(), name="render.followers")
-            elif self._sub is not None:
-                self._sub.poke()  # a read that includes the newcomer, now
-            while True:
-                item = await follower.inbox.get()
-                if item is None:
-                    return
-                if isinstance(item, BaseException):
-                    raise item
-                yield item
-                if item.is_terminal:
-                    return
-        finally:
-            self._followers.discard(follower)
+        return self._stream(_RequestFollower(request_id, after))
 
-    async def close(self) -> None:
-        """Stop the reader (its streams end with an error: the service is stopping)."""
-        task, self._task = self._task, None
-        if task is None or task.done():
-            return
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-    async def _run(self) -> None:
-        self._sub = sub = self.db.bus.subscribe(WAKE_REQUESTS, WAKE_ATTEMPTS)
-        try:
-            while self._followers:
-                await self._read_once(list(self._followers))
-                if self._followers:
-                    await sub.wait(self.recheck_seconds)
-        except Exception as exc:
-            # The streams see the failure (a database error, say); none hangs on a dead reader.
-            for follower in list(self._followers):
-                follower.inbox.put_nowait(exc)
-            self._followers.clear()
-        finally:
-            sub.close()
-            self._sub = None
-
-    async def _read_once(self, followers: list[_RequestFollower]) -> None:
+    async def _read_once(self, followers: list[_RequestFollower]) -> bool:
         async with self.db.read_connection() as conn:
             found = await requests_state(conn, sorted({f.request_id for f in followers}))
         self.reads += 1
         for follower in followers:
             request = found.get(follower.request_id)
-            if request is None:
-                self._followers.discard(follower)
-                follower.inbox.put_nowait(None)
-            elif request.is_terminal or request.updated_at > follower.after:
-                # an end is always handed over: the stream stops at it
-                if request.is_terminal:
-                    self._followers.discard(follower)
+            if request is not None and (request.is_terminal or request.updated_at > follower.after):
+                # an end is always handed over, the stream's last item
                 follower.after = max(follower.after, request.updated_at)
                 follower.inbox.put_nowait(request)
+            if request is None or request.is_terminal:
+                self._end(follower)
+        return False
 
 
 @dataclass(eq=False)
-class _RequestFollower:
+class _RequestFollower(Follower[RenderRequest]):
     request_id: int
     after: datetime
-    inbox: asyncio.Queue[RenderRequest | BaseException | None] = field(
-        default_factory=asyncio.Queue
-    )
 
 
 class JobCancels:

@@ -135,20 +135,8 @@ async def deck_insert(
     first_versions = []
     for page_id, page in zip(page_ids, source.pages, strict=True):
         doc, digest = compiled.get(page.name, (None, None))
-        first_versions.append(
-            {
-                "page_id": page_id,
-                "number": 1,
-                "kind": page.kind.value,
-                "source": page.text,
-                "compiled": doc,
-                "compiled_sha256": digest,
-                "validation": None,
-                "skipped_visual_verification": False,
-                "created_at": now,
-                "actor_token_id": None,
-            }
-        )
+        row = _version_row(page_id, 1, page.kind.value, page.text, doc, digest, now)
+        first_versions.append(row)
     versions = (
         await conn.execute(
             insert(page_versions).returning(
@@ -212,6 +200,34 @@ async def page_insert(
     )
 
 
+def _version_row(
+    page_id: int,
+    number: int,
+    kind: str,
+    source: str,
+    compiled: str | None,
+    compiled_sha256: str | None,
+    now: datetime,
+    *,
+    validation: Any = None,
+    skipped: bool = False,
+    actor_token_id: int | None = None,
+) -> dict[str, Any]:
+    """A `page_versions` row's values (`page_version_insert`, and a new deck's first versions)."""
+    return {
+        "page_id": page_id,
+        "number": number,
+        "kind": kind,
+        "source": source,
+        "compiled": compiled,
+        "compiled_sha256": compiled_sha256,
+        "validation": validation,
+        "skipped_visual_verification": skipped,
+        "created_at": now,
+        "actor_token_id": actor_token_id,
+    }
+
+
 async def page_version_insert(
     conn: AsyncConnection,
     page_id: int,
@@ -234,24 +250,21 @@ async def page_version_insert(
     """
     if number is None:
         number = await page_version_next_number(conn, page_id)
+    row = _version_row(
+        page_id,
+        number,
+        kind,
+        source,
+        compiled,
+        compiled_sha256,
+        now,
+        validation=validation,
+        skipped=skipped,
+        actor_token_id=actor_token_id,
+    )
     version_id = int(
         (
-            await conn.execute(
-                insert(page_versions)
-                .values(
-                    page_id=page_id,
-                    number=number,
-                    kind=kind,
-                    source=source,
-                    compiled=compiled,
-                    compiled_sha256=compiled_sha256,
-                    validation=validation,
-                    skipped_visual_verification=skipped,
-                    created_at=now,
-                    actor_token_id=actor_token_id,
-                )
-                .returning(page_versions.c.id)
-            )
+            await conn.execute(insert(page_versions).values(**row).returning(page_versions.c.id))
         ).scalar_one()
     )
     await conn.execute(

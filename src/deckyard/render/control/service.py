@@ -133,8 +133,9 @@ class RenderService:
                 on_change=self.coordinator.probe_loop.poke,
             )
         self.waiters = request_waiters(db, settings.render_idle_poll_ceiling_seconds)
-        self.followers = RequestFollowers(db, settings.render_idle_poll_ceiling_seconds)
         """Every wait for a request of this node, one-page or deck, shares it."""
+        self.followers = RequestFollowers(db, settings.render_idle_poll_ceiling_seconds)
+        """Every render event stream of this node shares it."""
         self.cancels = JobCancels(db, runtime, clock)
         self.decks = DeckRenders(
             db, runtime, settings, clock, self.store, self.waiters, self.cancels
